@@ -1,0 +1,10 @@
+// Linked instead of cuda/*.cu when the build has no CUDA backend (PATHBENCH_CUDA=OFF or no nvcc).
+#include "kernels/device.h"
+
+namespace pb {
+
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+std::string cuda_device_name(int) { return ""; }
+
+}  // namespace pb

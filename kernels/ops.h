@@ -1,0 +1,190 @@
+// The ops of the model: one declaration here, the reference in kernels/cpu/<op>.cpp (templated on
+// float and double, so gradient checks run in double), the fast path in kernels/cuda/<op>.cu.
+//
+// Conventions
+//   Argument order: outputs, saved, inputs, weights, then sizes / the op's *Args struct.
+//   Layouts are row-major; every buffer's shape is in the comment beside it.
+//   Attention tensors are (B, T, H, D): batch, time, heads, head dim. Per-head scalars
+//   (beta, log_f, lse) are (B, T, H).
+//   Gradient contract: gradients of parameters accumulate (+=); gradients of activations
+//   overwrite (=), unless the op takes a GradMode, where the caller chooses (two paths that
+//   meet, like the residual stream or x feeding several projections, accumulate).
+//   Threading: OpenMP inside each op; results do not depend on the thread count.
+#pragma once
+#include <cstdint>
+
+namespace pb {
+
+enum class GradMode { Overwrite, Accumulate };
+
+// ---------------------------------------------------------------------------------------------
+// Dense ops (kernels/cpu/{matmul,rmsnorm,swiglu,embedding,cross_entropy,adamw,short_conv,l2norm}.cpp)
+
+// y = x w  (+= when mode is Accumulate).
+template <class S>
+void matmul_forward(S* y,           // (N, M)
+                    const S* x,     // (N, K)
+                    const S* w,     // (K, M)
+                    int N, int K, int M, GradMode mode = GradMode::Overwrite);
+// dx = dy wᵀ (per mode), dw += xᵀ dy.
+template <class S>
+void matmul_backward(S* dx,         // (N, K), may be null
+                     S* dw,         // (K, M)
+                     const S* dy,   // (N, M)
+                     const S* x,    // (N, K)
+                     const S* w,    // (K, M)
+                     int N, int K, int M, GradMode mode);
+
+// y = x / sqrt(mean(x²) + eps) * g
+template <class S>
+void rmsnorm_forward(S* y,          // (N, C)
+                     S* rstd,       // (N)  saved
+                     const S* x,    // (N, C)
+                     const S* g,    // (C)
+                     int N, int C, double eps);
+template <class S>
+void rmsnorm_backward(S* dx,        // (N, C), per mode
+                      S* dg,        // (C), +=
+                      const S* dy, const S* x, const S* rstd, const S* g, int N, int C,
+                      GradMode mode);
+
+// h = silu(a) ⊙ b, with a, b the two halves of the up projection: ab (N, 2F) = [a | b].
+template <class S>
+void swiglu_forward(S* h,           // (N, F)
+                    const S* ab,    // (N, 2F)
+                    int N, int F);
+template <class S>
+void swiglu_backward(S* dab,        // (N, 2F), overwrite
+                     const S* dh, const S* ab, int N, int F);
+
+// x[n] = table[tokens[n]]
+template <class S>
+void embedding_forward(S* x,             // (N, C)
+                       const int32_t* tokens,  // (N)
+                       const S* table,   // (V, C)
+                       int N, int C);
+template <class S>
+void embedding_backward(S* dtable,       // (V, C), +=
+                        const S* dx, const int32_t* tokens, int N, int C);
+
+// Softmax cross-entropy over rows with a target (target < 0: row ignored, loss 0, no gradient).
+// loss[n] = logsumexp(logits[n]) - logits[n, target[n]]; argmax[n] = the predicted token.
+template <class S>
+void cross_entropy_forward(S* loss,             // (N)
+                           int32_t* argmax,     // (N), may be null
+                           const S* logits,     // (N, V)
+                           const int32_t* targets,  // (N)
+                           int N, int V);
+// dlogits = (softmax(logits) - onehot(target)) * scale on rows with a target, 0 elsewhere.
+template <class S>
+void cross_entropy_backward(S* dlogits,         // (N, V), overwrite
+                            const S* logits, const int32_t* targets, int N, int V, double scale);
+
+// Causal depthwise convolution over time, width kShortConvWidth, then SiLU:
+//   y[b,t,c] = silu( Σ_{k<3} a[k,c] · u[b,t-k,c] ),  u[b,t<0,c] = 0
+constexpr int kShortConvWidth = 3;
+template <class S>
+void short_conv_forward(S* y,        // (B, T, C)
+                        const S* u,  // (B, T, C)
+                        const S* a,  // (3, C): a[k] multiplies u[t-k]
+                        int B, int T, int C);
+template <class S>
+void short_conv_backward(S* du,      // (B, T, C), overwrite
+                         S* da,      // (3, C), +=
+                         const S* dy, const S* u, const S* a, int B, int T, int C);
+
+// Row-wise L2 normalisation: y = x / sqrt(|x|² + eps), rows of length D.
+template <class S>
+void l2norm_forward(S* y, const S* x, int n_rows, int D, double eps);
+template <class S>
+void l2norm_backward(S* dx,          // overwrite
+                     const S* dy, const S* x, int n_rows, int D, double eps);
+
+// AdamW on a flat buffer (decoupled weight decay; `decay_mask[i]` 0 turns it off for entry i).
+struct AdamWArgs {
+  double lr, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
+  int64_t step = 1;  // 1-based, for bias correction
+};
+template <class S>
+void adamw_update(S* params, S* m, S* v, const S* grads, const uint8_t* decay_mask, int64_t n,
+                  const AdamWArgs& args);
+
+// ---------------------------------------------------------------------------------------------
+// Attention (kernels/cpu/{rope,softmax_attention,stick_breaking,path_attention}.cpp)
+
+struct AttnShape {
+  int B, T, H, D;
+};
+
+// RoPE, rotate-half pairing over the whole head dim: channel m pairs with m + D/2, angle
+// t·base^(-2m/D). out may alias in. Backward is the rotation by the opposite angle.
+struct RopeArgs {
+  AttnShape shape;
+  double base = 10000.0;
+};
+template <class S>
+void rope_forward(S* out, const S* in, const RopeArgs& args);   // (B, T, H, D)
+template <class S>
+void rope_backward(S* din, const S* dout, const RopeArgs& args);  // (B, T, H, D)
+
+// Causal softmax attention with an optional additive gate (FoX):
+//   s_ij = scale · q_i·k_j + (G_i − G_j),  G_t = Σ_{u≤t} log_f_u (per b, h),  j ≤ i
+//   o_i  = Σ_j softmax_j(s_ij) v_j,        lse_i = log Σ_j exp(s_ij)
+// log_f null means no gate (G = 0). ALiBi is the gate with constant log_f = −m_h.
+struct SoftmaxAttentionArgs {
+  AttnShape shape;
+  double scale;
+};
+template <class S>
+void softmax_attention_forward(S* o,             // (B, T, H, D)
+                               S* lse,           // (B, T, H) saved
+                               const S* q, const S* k, const S* v,  // (B, T, H, D)
+                               const S* log_f,   // (B, T, H) or null
+                               const SoftmaxAttentionArgs& args);
+template <class S>
+void softmax_attention_backward(S* dq, S* dk, S* dv,  // (B, T, H, D), overwrite
+                                S* dlog_f,            // (B, T, H), overwrite; null if log_f null
+                                const S* dout, const S* o, const S* lse,
+                                const S* q, const S* k, const S* v, const S* log_f,
+                                const SoftmaxAttentionArgs& args);
+
+// Stick-breaking attention (Tan et al. 2025), log space, leftover mass to the current token:
+//   z_ij = scale · q_i·k_j,  log A_ij = z_ij − Σ_{j≤l<i} softplus(z_il)  (j < i)
+//   o_i  = Σ_{j<i} A_ij v_j + (1 − Σ_{j<i} A_ij) v_i
+struct StickBreakingArgs {
+  AttnShape shape;
+  double scale;
+};
+template <class S>
+void stick_breaking_forward(S* o, const S* q, const S* k, const S* v, const StickBreakingArgs& args);
+template <class S>
+void stick_breaking_backward(S* dq, S* dk, S* dv,  // overwrite
+                             const S* dout, const S* q, const S* k, const S* v,
+                             const StickBreakingArgs& args);
+
+// PaTH attention (Yang et al. 2025) with an optional FoX gate, by the blockwise UT transform:
+//   s_ij = scale · q_iᵀ H_i H_{i−1} ⋯ H_{j+1} k_j + (G_i − G_j),  H_t = I − β_t w_t w_tᵀ
+//   o_i  = Σ_{j≤i} softmax_j(s_ij) v_j
+// w rows must be unit-norm (not re-normalised here). `block` is the UT block size; the result
+// does not depend on it (up to rounding).
+struct PathAttentionArgs {
+  AttnShape shape;
+  double scale;
+  int block = 64;
+};
+template <class S>
+void path_attention_forward(S* o,              // (B, T, H, D)
+                            S* lse,            // (B, T, H) saved
+                            const S* q, const S* k, const S* v, const S* w,  // (B, T, H, D)
+                            const S* beta,     // (B, T, H)
+                            const S* log_f,    // (B, T, H) or null
+                            const PathAttentionArgs& args);
+template <class S>
+void path_attention_backward(S* dq, S* dk, S* dv, S* dw,  // (B, T, H, D), overwrite
+                             S* dbeta,                    // (B, T, H), overwrite
+                             S* dlog_f,                   // (B, T, H), overwrite; null if no gate
+                             const S* dout, const S* o, const S* lse,
+                             const S* q, const S* k, const S* v, const S* w, const S* beta,
+                             const S* log_f, const PathAttentionArgs& args);
+
+}  // namespace pb

@@ -1,0 +1,32 @@
+// pathbench: the command-line entry point. Human output goes to stderr, machine output to stdout
+// or files; bad input prints "pathbench: error: <what>" and exits with status 2.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "kernels/error.h"
+#include "runners/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pathbench: position encodings on synthetic reasoning tasks", "pathbench"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "pathbench " PATHBENCH_VERSION " (" PATHBENCH_GIT_COMMIT ")");
+  pb::add_list_command(app);
+  pb::add_gen_command(app);
+  pb::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "pathbench: error: {}\n", e.what());
+    return 2;
+  } catch (const pb::Error& e) {
+    fmt::print(stderr, "pathbench: error: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "pathbench: internal error: {}\n", e.what());
+    return 3;
+  }
+  return 0;
+}

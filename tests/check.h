@@ -1,0 +1,103 @@
+// Shared test helpers: deterministic random tensors, tensor comparison with the first mismatches
+// printed, and central finite differences in double precision. Tolerances: tests/README.md.
+#pragma once
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/rng.h"
+
+namespace pb::test {
+
+// Values ~ N(0, std²) (or U(lo, hi)), a pure function of (seed, n).
+inline std::vector<double> randn(size_t n, uint64_t seed, double std = 1.0) {
+  Rng rng(seed, stream_id("test"), 0);
+  std::vector<double> x(n);
+  for (auto& v : x) v = std * rng.normal();
+  return x;
+}
+inline std::vector<double> randu(size_t n, uint64_t seed, double lo, double hi) {
+  Rng rng(seed, stream_id("test-u"), 0);
+  std::vector<double> x(n);
+  for (auto& v : x) v = lo + (hi - lo) * rng.uniform();
+  return x;
+}
+
+template <class T>
+std::vector<T> cast(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+
+// Relative RMS error ‖a − b‖ / ‖b‖ (b the reference; 0/0 counts as 0).
+template <class A, class B>
+double rel_rms(const std::vector<A>& a, const std::vector<B>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    num += d * d;
+    den += double(b[i]) * double(b[i]);
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+// Elementwise |a − b| ≤ atol + rtol·|b|; on failure prints the first mismatches and fails.
+template <class A, class B>
+void require_close(const std::string& what, const std::vector<A>& a, const std::vector<B>& b,
+                   double rtol, double atol) {
+  REQUIRE(a.size() == b.size());
+  size_t bad = 0;
+  double worst = 0;
+  std::string report;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(double(a[i]) - double(b[i]));
+    const bool ok = d <= atol + rtol * std::abs(double(b[i])) && std::isfinite(double(a[i]));
+    worst = std::max(worst, d);
+    if (!ok && bad++ < 5) report += fmt::format("\n  [{}] got {:.10g} want {:.10g}", i, double(a[i]), double(b[i]));
+  }
+  INFO(what << ": " << bad << " of " << a.size() << " mismatched (max abs diff " << worst << ")" << report);
+  CHECK(bad == 0);
+}
+
+// Central finite differences of a scalar function of x, checked against `analytic` = dL/dx.
+// Checks at most `max_entries` entries spread over x (all when x is small).
+// Criterion: |analytic − numeric| ≤ 1e-7 + rtol·max(|analytic|, |numeric|).
+inline void check_gradient(const std::string& what, std::vector<double>& x,
+                           const std::vector<double>& analytic,
+                           const std::function<double()>& loss, double rtol = 1e-5,
+                           size_t max_entries = 200, double eps = 1e-6) {
+  REQUIRE(x.size() == analytic.size());
+  const size_t stride = std::max<size_t>(1, x.size() / max_entries);
+  size_t bad = 0, n = 0;
+  double worst = 0;
+  std::string report;
+  for (size_t i = 0; i < x.size(); i += stride, ++n) {
+    const double saved = x[i];
+    x[i] = saved + eps;
+    const double lp = loss();
+    x[i] = saved - eps;
+    const double lm = loss();
+    x[i] = saved;
+    const double num = (lp - lm) / (2 * eps), a = analytic[i];
+    const double err = std::abs(a - num) / (1e-7 / rtol + std::max(std::abs(a), std::abs(num)));
+    worst = std::max(worst, err);
+    if (err > rtol && bad++ < 5) report += fmt::format("\n  [{}] analytic {:.10g} numeric {:.10g}", i, a, num);
+  }
+  INFO("gradient of " << what << ": " << bad << " of " << n << " entries off (worst rel err " << worst << ")" << report);
+  CHECK(bad == 0);
+}
+
+// Σ x·y: the scalar loss L = ⟨dout, f(...)⟩ whose gradient is the op's backward given dout.
+template <class T>
+double dot(const std::vector<T>& x, const std::vector<double>& y) {
+  double s = 0;
+  for (size_t i = 0; i < x.size(); ++i) s += double(x[i]) * y[i];
+  return s;
+}
+
+}  // namespace pb::test
