@@ -2,6 +2,10 @@
 
 namespace pb {
 
-void add_bench_command(CLI::App& app) { app.add_subcommand("bench", "(being written)"); }
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (print figures, never pass/fail)");
+  bench->require_subcommand(1);
+  add_bench_gen_command(*bench);
+}
 
 }  // namespace pb

@@ -8,5 +8,6 @@ namespace pb {
 void add_list_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_bench_gen_command(CLI::App& bench);  // `bench gen`, in runners/bench_gen.cpp
 
 }  // namespace pb
