@@ -44,3 +44,8 @@ nlohmann::json semantic_json(const TrainConfig& cfg);      // the fields that de
 std::string run_id(const TrainConfig& cfg);                // 16 hex digits of XXH3-128
 
 }  // namespace pb
+
+namespace pb {
+// The config of a finished run, read back from its config.json (pb::Error if a field is missing).
+TrainConfig config_from_json(const nlohmann::json& j, const std::string& path);
+}  // namespace pb

@@ -1,0 +1,37 @@
+// Parameters live in one flat buffer per model (params | grads | AdamW m | AdamW v), so the
+// optimizer, gradient clipping, checkpoints and (later) all-reduce treat "all parameters" as one
+// span. Layers and encodings receive non-owning pointers into it, in the order of their ParamSpecs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pb {
+
+enum class Init { Normal, Zeros, Ones };
+
+struct ParamSpec {
+  std::string name;            // relative to its owner, e.g. "w_beta"
+  std::vector<int64_t> shape;  // row-major
+  Init init = Init::Normal;    // Normal: N(0, 0.02²)
+  bool decay = true;           // AdamW weight decay applies
+};
+
+struct ParamEntry {
+  ParamSpec spec;    // spec.name is the full name, e.g. "layers.0.pe.w_beta"
+  int64_t offset;    // into the flat buffers
+  int64_t size;
+};
+
+template <class S>
+struct ParamStore {
+  std::vector<ParamEntry> entries;
+  std::vector<S> params, grads, m, v;  // (n) each
+  std::vector<uint8_t> decay_mask;     // (n)
+
+  int64_t add(const std::string& prefix, const ParamSpec& spec);  // returns its offset
+  void allocate_and_init(uint64_t seed);  // N(0, 0.02²) by a counter-based RNG per entry
+  int64_t size() const { return static_cast<int64_t>(params.size()); }
+};
+
+}  // namespace pb

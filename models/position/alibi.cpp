@@ -1,0 +1,42 @@
+// alibi: attention with linear biases (Press et al. 2022): a fixed per-head bias −m_h·(i − j) with
+// slopes m_h = 2^(−8h/H), h = 1..H. It is the FoX gate with a constant log f = −m_h, so it reuses
+// the softmax attention kernel's gate and has no parameters. (Written by following the guide
+// "Adding a position encoding" in README.md.)
+#include <cmath>
+
+#include "models/position/softmax_args.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+class Alibi final : public PositionEncoding<S> {
+ public:
+  explicit Alibi(const Spec&) {}
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    const int H = in.dims.H;
+    const size_t n = size_t(in.B) * in.T * H;
+    log_f_.resize(n);
+    dlog_f_.resize(n);
+    lse_.resize(n);
+    for (size_t i = 0; i < n; ++i) log_f_[i] = -S(std::exp2(-8.0 * double(i % H + 1) / H));  // −m_h
+    softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f_.data(), softmax_args(in));
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    softmax_attention_backward(g.dq, g.dk, g.dv, dlog_f_.data(), g.dout, g.out, lse_.data(), in.q,
+                               in.k, in.v, log_f_.data(), softmax_args(in));
+  }
+
+ private:
+  std::vector<S> log_f_, dlog_f_, lse_;  // (B, T, H); the slopes are fixed, dlog_f_ is unused
+};
+
+}  // namespace
+
+EncodingEntry alibi_encoding() {
+  return make_entry<Alibi>({"alibi", "linear distance bias -m_h (i - j), slopes 2^(-8h/H)", {}});
+}
+
+}  // namespace pb

@@ -1,0 +1,40 @@
+// fox: Forgetting Transformer (Lin et al. 2025). Per head and token a forget gate
+// log f_t = logsigmoid(x_t W_f + b_f); logits scale·q_i·k_j + (G_i − G_j) with G the inclusive prefix
+// sum of log f (the gate term is not scaled).
+#include "models/position/forget_gate.h"
+#include "models/position/softmax_args.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+class Fox final : public PositionEncoding<S> {
+ public:
+  explicit Fox(const Spec&) {}
+
+  std::vector<ParamSpec> params(const LayerDims& d) const override { return ForgetGate<S>::params(d); }
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    lse_.resize(size_t(in.B) * in.T * in.dims.H);
+    const S* log_f = gate_.forward(in, 0);
+    softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f, softmax_args(in));
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    softmax_attention_backward(g.dq, g.dk, g.dv, gate_.dlog_f(), g.dout, g.out, lse_.data(), in.q,
+                               in.k, in.v, gate_.log_f(), softmax_args(in));
+    gate_.backward(g, in, 0);
+  }
+
+ private:
+  ForgetGate<S> gate_;
+  std::vector<S> lse_;  // (B, T, H)
+};
+
+}  // namespace
+
+EncodingEntry fox_encoding() {
+  return make_entry<Fox>({"fox", "forgetting transformer: softmax attention + data-dependent decay", {}});
+}
+
+}  // namespace pb

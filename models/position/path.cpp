@@ -1,0 +1,18 @@
+// path: PaTH attention, data-dependent Householder-like transitions (see path.h).
+#include "models/position/path.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+struct PathNoGate : Path<S> {
+  explicit PathNoGate(const Spec& s) : Path<S>(s, false) {}
+};
+
+}  // namespace
+
+EncodingEntry path_encoding() {
+  return make_entry<PathNoGate>(path_schema("path", "PaTH: accumulated Householder transitions"));
+}
+
+}  // namespace pb

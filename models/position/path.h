@@ -1,0 +1,115 @@
+// PaTH attention (Yang et al. 2025), shared by `path` and `path_fox` (path + the FoX gate).
+// Per token and head, a Householder-like transition H_t = I − β_t w_t w_tᵀ, with
+//   w_t = L2norm_per_head( SiLU( causal_conv3( x_t W_down W_up ) ) ),  β_t = 2 σ(x_t W_β + b_β)
+// (β optionally clipped to 2 − beta_clip), and logits scale · q_iᵀ H_i ⋯ H_{j+1} k_j (+ G_i − G_j).
+// The attention itself is kernels/cpu/path_attention.cpp (blockwise UT transform).
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/ops.h"
+#include "models/position/forget_gate.h"
+
+namespace pb {
+
+template <class S>
+class Path : public PositionEncoding<S> {
+ public:
+  Path(const Spec& spec, bool gate)
+      : rank_(int(spec.get_int("w_rank"))),
+        beta_clip_(spec.get_float("beta_clip")),
+        block_(int(spec.get_int("block"))),
+        gate_(gate) {
+    if (rank_ < 1) fail("{}: w_rank must be >= 1, got {}", spec.name(), rank_);
+    if (beta_clip_ < 0 || beta_clip_ >= 2) fail("{}: beta_clip must be in [0, 2), got {}", spec.name(), beta_clip_);
+    if (block_ < 1) fail("{}: block must be >= 1, got {}", spec.name(), block_);
+  }
+
+  std::vector<ParamSpec> params(const LayerDims& d) const override {
+    std::vector<ParamSpec> p = {
+        {"w_down", {d.C, rank_}, Init::Normal, true},            // low-rank projection of x
+        {"w_up", {rank_, d.H * d.D}, Init::Normal, true},
+        {"w_conv", {kShortConvWidth, d.H * d.D}, Init::Normal, false},  // a[k] multiplies t − k
+        {"w_beta", {d.C, d.H}, Init::Normal, true},
+        {"b_beta", {d.H}, Init::Zeros, false}};
+    if (gate_)
+      for (auto& g : ForgetGate<S>::params(d)) p.push_back(g);
+    return p;
+  }
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
+    u1_.resize(size_t(N) * rank_);
+    u2_.resize(size_t(N) * HD);
+    c_.resize(u2_.size());
+    w_.resize(u2_.size());
+    zb_.resize(size_t(N) * H);
+    beta_.resize(zb_.size());
+    lse_.resize(zb_.size());
+    const auto& p = in.params;
+    matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
+    matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
+    short_conv_forward(c_.data(), u2_.data(), p[2], in.B, in.T, HD);  // c = SiLU(conv3(u2))
+    l2norm_forward(w_.data(), c_.data(), N * H, in.dims.D, kEps);     // w = c / sqrt(|c|² + eps)
+    head_projection_forward(zb_.data(), in.x, p[3], p[4], N, C, H);   // z_β = x W_β + b_β
+    for (size_t i = 0; i < zb_.size(); ++i) beta_[i] = beta_of(zb_[i]);
+    const S* log_f = gate_ ? fgate_.forward(in, 5) : nullptr;
+    path_attention_forward(out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(), log_f, args(in));
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
+    dw_.resize(w_.size());
+    dc_.resize(w_.size());
+    du2_.resize(w_.size());
+    du1_.resize(u1_.size());
+    dbeta_.resize(beta_.size());
+    path_attention_backward(g.dq, g.dk, g.dv, dw_.data(), dbeta_.data(), gate_ ? fgate_.dlog_f() : nullptr,
+                            g.dout, g.out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(),
+                            gate_ ? fgate_.log_f() : nullptr, args(in));
+    const auto& p = in.params;
+    const auto& dp = g.dparams;
+    for (size_t i = 0; i < zb_.size(); ++i) dbeta_[i] *= dbeta_dz(zb_[i]);  // dz_β = dβ · dβ/dz_β
+    head_projection_backward(g.dx, dp[3], dp[4], dbeta_.data(), in.x, p[3], N, C, H);
+    l2norm_backward(dc_.data(), dw_.data(), c_.data(), N * H, in.dims.D, kEps);
+    short_conv_backward(du2_.data(), dp[2], dc_.data(), u2_.data(), p[2], in.B, in.T, HD);
+    matmul_backward(du1_.data(), dp[1], du2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite);
+    matmul_backward(g.dx, dp[0], du1_.data(), in.x, p[0], N, C, rank_, GradMode::Accumulate);
+    if (gate_) fgate_.backward(g, in, 5);
+  }
+
+ private:
+  static constexpr double kEps = 1e-6;  // inside the sqrt of the L2 norm, as in FLA
+
+  S beta_of(S z) const {  // β = 2 σ(z), clipped to 2 − beta_clip
+    const S b = 2 * sigmoid(z);
+    return beta_clip_ > 0 ? std::min(b, S(2 - beta_clip_)) : b;
+  }
+  S dbeta_dz(S z) const {  // 2 σ(z)(1 − σ(z)), 0 where the clip is active
+    const S s = sigmoid(z);
+    return beta_clip_ > 0 && 2 * s > S(2 - beta_clip_) ? S(0) : 2 * s * (1 - s);
+  }
+  PathAttentionArgs args(const AttnInputs<S>& in) const {
+    return {{in.B, in.T, in.dims.H, in.dims.D}, 1.0 / std::sqrt(double(in.dims.D)), block_};
+  }
+
+  int rank_;
+  double beta_clip_;
+  int block_;
+  bool gate_;
+  ForgetGate<S> fgate_;
+  std::vector<S> u1_, du1_;                // (B, T, rank)
+  std::vector<S> u2_, c_, w_, dw_, dc_, du2_;  // (B, T, H·D)
+  std::vector<S> zb_, beta_, dbeta_, lse_;  // (B, T, H)
+};
+
+inline Schema path_schema(const char* name, const char* doc) {
+  return {name, doc,
+          {{"w_rank", ParamType::Int, "32", "rank of the low-rank projection producing w", {}},
+           {"beta_clip", ParamType::Float, "0", "ε > 0 clamps β to 2 − ε (advised for bf16)", {}},
+           {"block", ParamType::Int, "64", "UT-transform block size (the result does not depend on it)", {}}}};
+}
+
+}  // namespace pb

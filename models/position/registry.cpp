@@ -1,0 +1,55 @@
+// The position-encoding registry: one line per encoding in PB_POSITION_ENCODINGS. Each line names
+// the factory `<name>_encoding()` defined in models/position/<name>.cpp. The list feeds the CLI's
+// choices, `pathbench list`, CSV values and the tests, which walk it.
+#include "kernels/error.h"
+#include "models/position/position_encoding.h"
+
+#define PB_POSITION_ENCODINGS(X) \
+  X(nope)                        \
+  X(rope)                        \
+  X(alibi)                       \
+  X(sba)                         \
+  X(fox)                         \
+  X(path)                        \
+  X(path_fox)
+
+namespace pb {
+
+#define PB_DECLARE(name) EncodingEntry name##_encoding();
+PB_POSITION_ENCODINGS(PB_DECLARE)
+#undef PB_DECLARE
+
+const std::vector<EncodingEntry>& encodings() {
+#define PB_ENTRY(name) name##_encoding(),
+  static const std::vector<EncodingEntry> all = {PB_POSITION_ENCODINGS(PB_ENTRY)};
+#undef PB_ENTRY
+  return all;
+}
+
+std::vector<Schema> encoding_schemas() {
+  std::vector<Schema> s;
+  for (const auto& e : encodings()) s.push_back(e.schema);
+  return s;
+}
+
+Spec resolve_encoding(std::string_view spec) {
+  return resolve_spec(spec, encoding_schemas(), "position encoding");
+}
+
+template <>
+std::unique_ptr<PositionEncoding<float>> make_encoding<float>(std::string_view text) {
+  const Spec spec = resolve_encoding(text);
+  for (const auto& e : encodings())
+    if (e.schema.name == spec.name()) return e.make_f32(spec);
+  fail("unknown position encoding '{}'", spec.name());
+}
+
+template <>
+std::unique_ptr<PositionEncoding<double>> make_encoding<double>(std::string_view text) {
+  const Spec spec = resolve_encoding(text);
+  for (const auto& e : encodings())
+    if (e.schema.name == spec.name()) return e.make_f64(spec);
+  fail("unknown position encoding '{}'", spec.name());
+}
+
+}  // namespace pb

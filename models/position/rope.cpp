@@ -1,0 +1,48 @@
+// rope: rotary position embedding (Su et al.), rotate-half pairing over the whole head dim,
+// applied to q and k before causal softmax attention. Backward: rotate the gradients back.
+#include "kernels/error.h"
+#include "models/position/softmax_args.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+class Rope final : public PositionEncoding<S> {
+ public:
+  explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {}
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    if (in.dims.D % 2) fail("rope needs an even head dim, got {}", in.dims.D);
+    const size_t n = size_t(in.B) * in.T * in.dims.H * in.dims.D;
+    q_.resize(n);
+    k_.resize(n);
+    lse_.resize(size_t(in.B) * in.T * in.dims.H);
+    const RopeArgs rope{{in.B, in.T, in.dims.H, in.dims.D}, base_};
+    rope_forward(q_.data(), in.q, rope);  // q' = R_t q
+    rope_forward(k_.data(), in.k, rope);  // k' = R_t k
+    softmax_attention_forward(out, lse_.data(), q_.data(), k_.data(), in.v, (const S*)nullptr,
+                              softmax_args(in));
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(),
+                               q_.data(), k_.data(), in.v, (const S*)nullptr, softmax_args(in));
+    const RopeArgs rope{{in.B, in.T, in.dims.H, in.dims.D}, base_};
+    rope_backward(g.dq, g.dq, rope);  // dq = R_tᵀ dq'
+    rope_backward(g.dk, g.dk, rope);
+  }
+
+ private:
+  double base_;
+  std::vector<S> q_, k_;  // (B, T, H, D) rotated
+  std::vector<S> lse_;    // (B, T, H)
+};
+
+}  // namespace
+
+EncodingEntry rope_encoding() {
+  return make_entry<Rope>({"rope", "rotary position embedding (rotate-half), softmax attention",
+                           {{"base", ParamType::Float, "10000", "rotation base θ", {}}}});
+}
+
+}  // namespace pb

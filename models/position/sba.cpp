@@ -1,0 +1,37 @@
+// sba: stick-breaking attention (Tan et al. 2025), no position encoding: each query breaks a stick
+// from the nearest key backwards, A_ij = σ(z_ij) ∏_{j<l<i} (1 − σ(z_il)); the leftover mass goes to
+// the current token. Computed in log space by the kernel.
+#include <cmath>
+
+#include "kernels/ops.h"
+#include "models/position/position_encoding.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+class Sba final : public PositionEncoding<S> {
+ public:
+  explicit Sba(const Spec&) {}
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    stick_breaking_forward(out, in.q, in.k, in.v, args(in));
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    stick_breaking_backward(g.dq, g.dk, g.dv, g.dout, in.q, in.k, in.v, args(in));
+  }
+
+ private:
+  static StickBreakingArgs args(const AttnInputs<S>& in) {
+    return {{in.B, in.T, in.dims.H, in.dims.D}, 1.0 / std::sqrt(double(in.dims.D))};
+  }
+};
+
+}  // namespace
+
+EncodingEntry sba_encoding() {
+  return make_entry<Sba>({"sba", "stick-breaking attention (log space, leftover to the current token)", {}});
+}
+
+}  // namespace pb

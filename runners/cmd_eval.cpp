@@ -1,0 +1,56 @@
+// `pathbench eval`: evaluates a run's checkpoint, on its own task or another spec of the same
+// vocabulary (e.g. a longer `len`: length generalisation). Prints one JSON line per split on
+// stdout and appends the rows to the run's eval.jsonl.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+#include "kernels/io.h"
+#include "runners/commands.h"
+#include "runners/trainer.h"
+
+namespace pb {
+
+void add_eval_command(CLI::App& app) {
+  struct Opts {
+    std::string run, split, task;
+    int n = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("eval", "Evaluate a trained run (optionally on another task spec)");
+  cmd->add_option("--run", o->run, "run directory written by `pathbench train`")->required();
+  cmd->add_option("--split", o->split, "one split (default: every eval split)");
+  cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)");
+  cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n)");
+  cmd->callback([o] {
+    const std::string config_path = o->run + "/config.json";
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(read_file(config_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail("'{}' is not valid JSON: {}", config_path, e.what());
+    }
+    TrainConfig cfg = config_from_json(j, config_path);
+    const auto task = make_task(o->task.empty() ? cfg.task : o->task);
+    const auto train_task = make_task(cfg.task);
+    if (task->vocab_size() != train_task->vocab_size())
+      fail("--task '{}' has {} tokens but the run was trained with {} ('{}')", task->spec().canonical(),
+           task->vocab_size(), train_task->vocab_size(), cfg.task);
+    if (o->n < 0) fail("--n must be >= 1, got {}", o->n);
+    Transformer<float> model(model_config(cfg, *task), cfg.seed);
+    load_checkpoint(model, o->run + "/model.safetensors");
+    std::vector<int> splits;
+    if (!o->split.empty()) splits.push_back(task->split_index(o->split));
+    for (int s = 1; o->split.empty() && s < int(task->splits().size()); ++s) splits.push_back(s);
+    for (int s : splits) {
+      const EvalResult r = evaluate(model, *task, s, o->n ? o->n : cfg.eval_n, cfg.batch);
+      auto row = r.to_json();
+      row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
+      row["len"] = task->seq_len();
+      append_line(o->run + "/eval.jsonl", row.dump());
+      fmt::print("{}\n", row.dump());
+    }
+  });
+}
+
+}  // namespace pb

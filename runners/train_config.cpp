@@ -1,0 +1,98 @@
+#include "runners/train_config.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <fmt/format.h>
+
+#include "kernels/error.h"
+#include "models/position/position_encoding.h"
+#include "tasks/task.h"
+
+namespace pb {
+
+void add_train_options(CLI::App& cmd, TrainConfig& c) {
+  cmd.add_option("--task", c.task, "task spec NAME[:key=value,...] (see `pathbench list`)")->required();
+  cmd.add_option("--pe", c.pe, "position-encoding spec NAME[:key=value,...]")->capture_default_str();
+  cmd.add_option("--layers", c.layers, "transformer blocks")->capture_default_str();
+  cmd.add_option("--d-model", c.d_model, "model width")->capture_default_str();
+  cmd.add_option("--heads", c.heads, "attention heads (head dim = d_model / heads)")->capture_default_str();
+  cmd.add_option("--mlp-ratio", c.mlp_ratio, "SwiGLU hidden width / d_model")->capture_default_str();
+  cmd.add_option("--steps", c.steps, "optimizer steps")->capture_default_str();
+  cmd.add_option("--batch", c.batch, "sequences per step")->capture_default_str();
+  cmd.add_option("--lr", c.lr, "peak learning rate (AdamW)")->capture_default_str();
+  cmd.add_option("--warmup", c.warmup, "linear warm-up steps, then cosine decay to lr/10")->capture_default_str();
+  cmd.add_option("--weight-decay", c.weight_decay, "AdamW decoupled weight decay (matrices only)")->capture_default_str();
+  cmd.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm (0: off)")->capture_default_str();
+  cmd.add_option("--seed", c.seed, "seed of the initialisation and the training data")->capture_default_str();
+  cmd.add_option("--eval-every", c.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str();
+  cmd.add_option("--eval-n", c.eval_n, "examples per evaluation split")->capture_default_str();
+  cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
+  cmd.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
+  cmd.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
+}
+
+void resolve(TrainConfig& c) {
+  c.task = make_task(c.task)->spec().canonical();
+  c.pe = resolve_encoding(c.pe).canonical();
+  if (c.layers < 1) fail("--layers must be >= 1, got {}", c.layers);
+  if (c.heads < 1 || c.d_model < 1 || c.d_model % c.heads)
+    fail("--d-model ({}) must be a positive multiple of --heads ({})", c.d_model, c.heads);
+  if (!(c.mlp_ratio > 0)) fail("--mlp-ratio must be > 0, got {}", c.mlp_ratio);
+  if (c.steps < 0) fail("--steps must be >= 0, got {}", c.steps);
+  if (c.batch < 1) fail("--batch must be >= 1, got {}", c.batch);
+  if (!(c.lr > 0)) fail("--lr must be > 0, got {}", c.lr);
+  if (c.warmup < 0) fail("--warmup must be >= 0, got {}", c.warmup);
+  if (c.weight_decay < 0) fail("--weight-decay must be >= 0, got {}", c.weight_decay);
+  if (c.grad_clip < 0) fail("--grad-clip must be >= 0, got {}", c.grad_clip);
+  if (c.eval_every < 0) fail("--eval-every must be >= 0, got {}", c.eval_every);
+  if (c.eval_n < 1) fail("--eval-n must be >= 1, got {}", c.eval_n);
+  if (c.threads < 0) fail("--threads must be >= 0, got {}", c.threads);
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
+    fail("--device must be auto, cpu or cuda, got '{}'", c.device);
+}
+
+nlohmann::json semantic_json(const TrainConfig& c) {
+  return {{"task", c.task},           {"pe", c.pe},
+          {"layers", c.layers},       {"d_model", c.d_model},
+          {"heads", c.heads},         {"mlp_ratio", c.mlp_ratio},
+          {"steps", c.steps},         {"batch", c.batch},
+          {"lr", c.lr},               {"warmup", c.warmup},
+          {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
+          {"seed", c.seed},           {"eval_every", c.eval_every},
+          {"eval_n", c.eval_n},       {"data", c.data}};
+}
+
+nlohmann::json to_json(const TrainConfig& c) {
+  auto j = semantic_json(c);
+  j["device"] = c.device;
+  j["threads"] = c.threads;
+  j["out"] = c.out;
+  return j;
+}
+
+std::string run_id(const TrainConfig& c) {
+  const std::string text = semantic_json(c).dump();  // keys sorted: canonical
+  const XXH128_hash_t h = XXH3_128bits(text.data(), text.size());
+  return fmt::format("{:016x}", h.high64);
+}
+
+}  // namespace pb
+
+namespace pb {
+
+TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
+  TrainConfig c;
+  try {
+    c.task = j.at("task"), c.pe = j.at("pe"), c.layers = j.at("layers"), c.d_model = j.at("d_model");
+    c.heads = j.at("heads"), c.mlp_ratio = j.at("mlp_ratio"), c.steps = j.at("steps"), c.batch = j.at("batch");
+    c.lr = j.at("lr"), c.warmup = j.at("warmup"), c.weight_decay = j.at("weight_decay");
+    c.grad_clip = j.at("grad_clip"), c.seed = j.at("seed"), c.eval_every = j.at("eval_every");
+    c.eval_n = j.at("eval_n"), c.data = j.at("data");
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}' is not a pathbench run config: {}", path, e.what());
+  }
+  return c;
+}
+
+}  // namespace pb

@@ -1,0 +1,211 @@
+#include "runners/trainer.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/device.h"
+#include "kernels/error.h"
+#include "kernels/io.h"
+#include "kernels/ops.h"
+#include "kernels/safetensors.h"
+#include "runners/progress.h"
+
+namespace pb {
+
+namespace fs = std::filesystem;
+
+nlohmann::json EvalResult::to_json() const {
+  return {{"acc", acc}, {"seq_acc", seq_acc}, {"n", n}, {"n_seqs", n_seqs}, {"loss", loss}};
+}
+
+ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
+  return {task.vocab_size(), cfg.layers, cfg.d_model, cfg.heads,
+          std::max(1, int(std::lround(cfg.mlp_ratio * cfg.d_model))), cfg.pe};
+}
+
+namespace {
+
+struct Batch {
+  std::vector<int32_t> input, target;  // (B, T)
+  std::vector<uint8_t> scored;         // (B, T)
+};
+
+// Examples first_index .. first_index + B − 1 of `split`, generated in parallel.
+void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B) {
+  const int T = task.seq_len();
+  b.input.resize(size_t(B) * T);
+  b.target.resize(b.input.size());
+  b.scored.resize(b.input.size());
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < B; ++i) {
+    const size_t o = size_t(i) * T;
+    task.generate(seed, split, first_index + i, {b.input.data() + o, b.target.data() + o, b.scored.data() + o});
+  }
+}
+
+double learning_rate(const TrainConfig& c, int step) {  // step is 1-based
+  if (step <= c.warmup) return c.lr * step / c.warmup;
+  const double p = c.steps > c.warmup ? double(step - c.warmup) / (c.steps - c.warmup) : 1.0;
+  return c.lr * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * p)));  // cosine from lr to lr/10
+}
+
+std::string now_iso() {
+  const auto t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+nlohmann::json meta_json(const TrainConfig& cfg) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
+          {"device", "cpu"},   {"gpu_name", ""},
+          {"threads", omp_get_max_threads()}, {"hostname", host},
+          {"start_time", now_iso()}};
+}
+
+}  // namespace
+
+EvalResult evaluate(Transformer<float>& model, const Task& task, int split, int n_examples, int batch) {
+  EvalResult r;
+  r.split = task.splits()[split];
+  const int T = task.seq_len();
+  Batch b;
+  int64_t correct = 0, n_targets = 0, seq_ok = 0;
+  double loss_sum = 0;
+  for (int first = 0; first < n_examples; first += batch) {
+    const int B = std::min(batch, n_examples - first);
+    fill_batch(b, task, kEvalSeed, split, first, B);
+    model.forward(b.input.data(), b.target.data(), B, T);
+    const int32_t* pred = model.predictions();
+    const auto& losses = model.row_losses();
+    for (int i = 0; i < B; ++i) {
+      bool all = true;
+      for (int t = 0; t < T; ++t) {
+        const size_t o = size_t(i) * T + t;
+        if (b.target[o] >= 0) loss_sum += losses[o], ++n_targets;
+        if (!b.scored[o]) continue;
+        const bool ok = pred[o] == b.target[o];
+        correct += ok, all &= ok, ++r.n;
+      }
+      seq_ok += all;
+    }
+  }
+  r.n_seqs = n_examples;
+  r.acc = r.n ? double(correct) / r.n : 0.0;
+  r.seq_acc = double(seq_ok) / n_examples;
+  r.loss = n_targets ? loss_sum / n_targets : 0.0;
+  return r;
+}
+
+void save_checkpoint(const Transformer<float>& model, const std::string& path) {
+  TensorMap m;
+  for (const auto& e : model.params.entries) {
+    Tensor t;
+    t.shape = e.spec.shape;
+    t.data.assign(model.params.params.begin() + e.offset, model.params.params.begin() + e.offset + e.size);
+    m.emplace(e.spec.name, std::move(t));
+  }
+  write_safetensors(path, m, {{"format", "pathbench"}});
+}
+
+void load_checkpoint(Transformer<float>& model, const std::string& path) {
+  const TensorMap m = read_safetensors(path);
+  for (const auto& e : model.params.entries) {
+    const Tensor& t = require_tensor(m, e.spec.name, e.spec.shape, path);
+    std::copy(t.data.begin(), t.data.end(), model.params.params.begin() + e.offset);
+  }
+}
+
+int run_training(const TrainConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (cfg.device == "cuda") fail("--device cuda: this build trains on the CPU only (the CUDA engine is not written yet)");
+  if (!cfg.data.empty()) fail("--data: training from a gen file is not supported yet; omit it to generate data on the fly");
+  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+  const auto task = make_task(cfg.task);
+  fs::create_directories(cfg.out);
+  const std::string dir = cfg.out + "/";
+  for (const char* f : {"metrics.jsonl", "eval.jsonl", "result.json", "model.safetensors"}) fs::remove(dir + f);
+  auto config = to_json(cfg);
+  config["run_id"] = run_id(cfg);
+  write_file_atomic(dir + "config.json", config.dump(2) + "\n");
+  write_file_atomic(dir + "meta.json", meta_json(cfg).dump(2) + "\n");
+
+  nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
+  Transformer<float> model(model_config(cfg, *task), cfg.seed);
+  auto& P = model.params;
+  const int T = task->seq_len(), train_split = 0;
+  const int64_t tokens_per_step = int64_t(cfg.batch) * T;
+  Progress progress(cfg.steps, fmt::format("{} {}", task->spec().canonical(), cfg.pe));
+  Batch batch;
+  double loss = 0;
+  int step = 0;
+
+  auto run_evals = [&](int at_step) {
+    nlohmann::json evals = nlohmann::json::object();
+    for (int s = 1; s < int(task->splits().size()); ++s) {
+      const EvalResult r = evaluate(model, *task, s, cfg.eval_n, cfg.batch);
+      auto row = r.to_json();
+      row["step"] = at_step, row["split"] = r.split, row["task"] = task->spec().canonical(), row["len"] = T;
+      append_line(dir + "eval.jsonl", row.dump());
+      evals[r.split] = r.to_json();
+      progress.note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
+    }
+    return evals;
+  };
+
+  try {
+    for (step = 1; step <= cfg.steps; ++step) {
+      fill_batch(batch, *task, cfg.seed, train_split, uint64_t(step - 1) * cfg.batch, cfg.batch);
+      std::fill(P.grads.begin(), P.grads.end(), 0.0f);
+      loss = model.forward(batch.input.data(), batch.target.data(), cfg.batch, T);
+      model.backward();
+      double norm2 = 0;
+      for (float g : P.grads) norm2 += double(g) * g;
+      const double grad_norm = std::sqrt(norm2);
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        result["status"] = "diverged";
+        result["error"] = fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}", loss, grad_norm, step);
+        break;
+      }
+      if (cfg.grad_clip > 0 && grad_norm > cfg.grad_clip) {
+        const float s = float(cfg.grad_clip / grad_norm);
+        for (float& g : P.grads) g *= s;
+      }
+      const double lr = learning_rate(cfg, step);
+      adamw_update(P.params.data(), P.m.data(), P.v.data(), P.grads.data(), P.decay_mask.data(), P.size(),
+                   AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step});
+      const double tps = tokens_per_step * step / elapsed();
+      if (progress.update(step, loss, tps) || step == cfg.steps)
+        append_line(dir + "metrics.jsonl",
+                    nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                                   {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
+      if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) run_evals(step);
+    }
+    if (result["status"] == "ok") {
+      step = cfg.steps;
+      result["eval"] = run_evals(cfg.steps);
+      save_checkpoint(model, dir + "model.safetensors");
+    }
+  } catch (const std::exception& e) {
+    result["status"] = "failed";
+    result["error"] = e.what();
+  }
+  progress.finish();
+  result["steps"] = std::min(step, cfg.steps);
+  result["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
+  result["wall_s"] = elapsed();
+  write_file_atomic(dir + "result.json", result.dump(2) + "\n");
+  if (result["status"] != "ok")
+    fmt::print(stderr, "pathbench: run {}: {}\n", result["status"].get<std::string>(), result["error"].get<std::string>());
+  return result["status"] == "ok" ? 0 : 1;
+}
+
+}  // namespace pb

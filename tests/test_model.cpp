@@ -1,0 +1,133 @@
+// The model layer: every registered position encoding (walked from the registry, so a new one is
+// tested without new test code) and the whole transformer, against central finite differences in
+// double; plus float/double agreement.
+#include <catch2/catch.hpp>
+
+#include "check.h"
+#include "models/position/position_encoding.h"
+#include "models/transformer.h"
+
+using namespace pb;
+using pb::test::check_gradient;
+
+namespace {
+
+// One attention layer of encoding `spec` with random x, q, k, v and parameters.
+struct LayerCase {
+  int B, T, H, D, C;
+  std::unique_ptr<PositionEncoding<double>> pe;
+  std::vector<std::vector<double>> params;  // in params() order
+  std::vector<double> x, q, k, v, dout;
+
+  LayerCase(const std::string& spec, int B_, int T_, int H_, int D_, uint64_t seed)
+      : B(B_), T(T_), H(H_), D(D_), C(5), pe(make_encoding<double>(spec)) {
+    const size_t n4 = size_t(B) * T * H * D;
+    x = test::randn(size_t(B) * T * C, seed);
+    q = test::randn(n4, seed + 1), k = test::randn(n4, seed + 2), v = test::randn(n4, seed + 3);
+    dout = test::randn(n4, seed + 4);
+    int i = 0;
+    for (const auto& s : pe->params({C, H, D})) {
+      int64_t n = 1;
+      for (auto d : s.shape) n *= d;
+      params.push_back(test::randn(n, seed + 10 + i++, 0.5));  // larger than init: exercise the maths
+    }
+  }
+
+  AttnInputs<double> inputs(std::vector<const double*>& p) {
+    p.clear();
+    for (auto& t : params) p.push_back(t.data());
+    return {B, T, {C, H, D}, x.data(), q.data(), k.data(), v.data(), p};
+  }
+
+  double loss() {
+    std::vector<const double*> p;
+    std::vector<double> out(q.size());
+    pe->forward(out.data(), inputs(p));
+    return test::dot(out, dout);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every position encoding: gradients match finite differences", "[model][gradcheck]") {
+  struct Shape {
+    int B, T, H, D;
+  };
+  for (const Shape s : {Shape{2, 7, 3, 8}, Shape{1, 1, 1, 8}, Shape{1, 9, 2, 50}}) {
+    for (const auto& entry : encodings()) {
+      const std::string spec = entry.schema.name == "path" || entry.schema.name == "path_fox"
+                                   ? entry.schema.name + ":block=4,w_rank=3"
+                                   : entry.schema.name;
+      DYNAMIC_SECTION(spec << " B=" << s.B << " T=" << s.T << " H=" << s.H << " D=" << s.D) {
+        LayerCase c(spec, s.B, s.T, s.H, s.D, 42);
+        std::vector<const double*> p;
+        std::vector<double> out(c.q.size()), dq(c.q.size()), dk(c.q.size()), dv(c.q.size()), dx(c.x.size(), 0.0);
+        std::vector<std::vector<double>> dparams;
+        std::vector<double*> dp;
+        for (auto& t : c.params) dparams.emplace_back(t.size(), 0.0);
+        for (auto& t : dparams) dp.push_back(t.data());
+        const auto in = c.inputs(p);
+        c.pe->forward(out.data(), in);
+        c.pe->backward({out.data(), c.dout.data(), dx.data(), dq.data(), dk.data(), dv.data(), dp}, in);
+        auto loss = [&] { return c.loss(); };
+        check_gradient(spec + " dq", c.q, dq, loss);
+        check_gradient(spec + " dk", c.k, dk, loss);
+        check_gradient(spec + " dv", c.v, dv, loss);
+        check_gradient(spec + " dx", c.x, dx, loss);
+        for (size_t i = 0; i < c.params.size(); ++i)
+          check_gradient(spec + " d" + c.pe->params({c.C, c.H, c.D})[i].name, c.params[i], dparams[i], loss);
+      }
+    }
+  }
+}
+
+TEST_CASE("whole model: gradients of the loss match finite differences", "[model][gradcheck]") {
+  for (const auto& entry : encodings()) {
+    const std::string name = entry.schema.name;
+    DYNAMIC_SECTION(name) {
+      const std::string spec = name == "path" || name == "path_fox" ? name + ":block=3,w_rank=4" : name;
+      Transformer<double> model({7, 2, 16, 2, 24, spec}, 3);
+      auto& P = model.params;
+      for (auto& p : P.params) p *= 10;  // O(0.2) weights: a loss surface with real curvature
+      const int B = 2, T = 7;
+      std::vector<int32_t> tokens(B * T), targets(B * T);
+      for (int i = 0; i < B * T; ++i) tokens[i] = (i * 5 + 3) % 7, targets[i] = i % 4 == 1 ? -1 : (i * 3) % 7;
+      std::fill(P.grads.begin(), P.grads.end(), 0.0);
+      model.forward(tokens.data(), targets.data(), B, T);
+      model.backward();
+      for (const auto& e : P.entries) {
+        std::vector<double> x(P.params.begin() + e.offset, P.params.begin() + e.offset + e.size);
+        const std::vector<double> g(P.grads.begin() + e.offset, P.grads.begin() + e.offset + e.size);
+        auto loss = [&] {
+          std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+          return model.forward(tokens.data(), targets.data(), B, T);
+        };
+        check_gradient(name + " " + e.spec.name, x, g, loss, 1e-5, 40);
+        std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+      }
+    }
+  }
+}
+
+TEST_CASE("whole model: float agrees with double", "[model]") {
+  for (const auto& entry : encodings()) {
+    const std::string name = entry.schema.name;
+    DYNAMIC_SECTION(name) {
+      const ModelConfig cfg{11, 2, 32, 4, 64, name};
+      Transformer<double> md(cfg, 5);
+      Transformer<float> mf(cfg, 5);
+      mf.params.params.assign(md.params.params.begin(), md.params.params.end());
+      const int B = 3, T = 33;
+      std::vector<int32_t> tokens(B * T), targets(B * T);
+      for (int i = 0; i < B * T; ++i) tokens[i] = (i * 7 + 1) % 11, targets[i] = (i * 2) % 11;
+      const double ld = md.forward(tokens.data(), targets.data(), B, T);
+      const double lf = mf.forward(tokens.data(), targets.data(), B, T);
+      CHECK(std::abs(ld - lf) <= 1e-5 * std::abs(ld));
+      std::fill(md.params.grads.begin(), md.params.grads.end(), 0.0);
+      std::fill(mf.params.grads.begin(), mf.params.grads.end(), 0.0f);
+      md.backward();
+      mf.backward();
+      CHECK(test::rel_rms(mf.params.grads, md.params.grads) < 1e-4);
+    }
+  }
+}
