@@ -1,1 +1,33 @@
-// (being written)
+// AdamW with decoupled weight decay (PyTorch's torch.optim.AdamW):
+//   p ← p − lr·wd·mask·p;  m ← β1 m + (1−β1) g;  v ← β2 v + (1−β2) g²
+//   p ← p − lr · m̂ / (sqrt(v̂) + eps),  m̂ = m / (1 − β1^step),  v̂ = v / (1 − β2^step)
+#include <cmath>
+
+#include "kernels/cpu/eigen.h"
+#include "kernels/ops.h"
+
+namespace pb {
+
+template <class S>
+void adamw_update(S* params, S* m, S* v, const S* grads, const uint8_t* decay_mask, int64_t n,
+                  const AdamWArgs& args) {
+  const S b1 = S(args.beta1), b2 = S(args.beta2), eps = S(args.eps), lr = S(args.lr);
+  const S inv_bc1 = S(1 / (1 - std::pow(args.beta1, double(args.step))));  // 1 / (1 − β1^step)
+  const S inv_bc2 = S(1 / (1 - std::pow(args.beta2, double(args.step))));  // 1 / (1 − β2^step)
+  const S decay = S(args.lr * args.weight_decay);                          // lr·wd
+#pragma omp parallel for schedule(static) if (n >= kParallelMin)
+  for (int64_t i = 0; i < n; ++i) {
+    const S g = grads[i];
+    m[i] = b1 * m[i] + (S(1) - b1) * g;
+    v[i] = b2 * v[i] + (S(1) - b2) * g * g;
+    const S p = (!decay_mask || decay_mask[i]) ? params[i] * (S(1) - decay) : params[i];
+    params[i] = p - lr * (m[i] * inv_bc1) / (std::sqrt(v[i] * inv_bc2) + eps);
+  }
+}
+
+template void adamw_update<float>(float*, float*, float*, const float*, const uint8_t*, int64_t,
+                                  const AdamWArgs&);
+template void adamw_update<double>(double*, double*, double*, const double*, const uint8_t*,
+                                   int64_t, const AdamWArgs&);
+
+}  // namespace pb
