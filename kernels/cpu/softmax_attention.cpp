@@ -1,1 +1,199 @@
-// (being written)
+// Causal softmax attention with the optional FoX gate, one (b, h) per OpenMP task, T×T scratch per
+// thread. Formulas and the backward derivation: kernels/README.md, "Softmax attention and the FoX gate".
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace pb {
+namespace {
+
+template <class S>
+using RowMat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class S>
+using RowVec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+template <class S>
+using HeadMap = Eigen::Map<RowMat<S>, 0, Eigen::OuterStride<>>;  // (T, D), row stride H·D
+template <class S>
+using ConstHeadMap = Eigen::Map<const RowMat<S>, 0, Eigen::OuterStride<>>;
+
+// The (T, D) slice of head h, batch b of a (B, T, H, D) tensor.
+template <class S>
+ConstHeadMap<S> head(const S* x, const AttnShape& s, int b, int h) {
+  return {x + (int64_t(b) * s.T * s.H + h) * s.D, s.T, s.D, Eigen::OuterStride<>(s.H * s.D)};
+}
+template <class S>
+HeadMap<S> head(S* x, const AttnShape& s, int b, int h) {
+  return {x + (int64_t(b) * s.T * s.H + h) * s.D, s.T, s.D, Eigen::OuterStride<>(s.H * s.D)};
+}
+
+// X_ij = a_i·b_j for j ≤ i, by row blocks of kRowBlock: about half the flops of a full product.
+// Inside the diagonal blocks the entries above the diagonal are written too; those further right
+// are not.
+constexpr int kRowBlock = 64;
+template <class S>
+void causal_product(RowMat<S>& X,  // (T, T)
+                    ConstHeadMap<S> a, ConstHeadMap<S> b) {
+  const int T = int(a.rows());
+  for (int r0 = 0; r0 < T; r0 += kRowBlock) {
+    const int n = std::min(kRowBlock, T - r0);
+    X.block(r0, 0, n, r0 + n).noalias() = a.middleRows(r0, n) * b.topRows(r0 + n).transpose();
+  }
+}
+
+// Index of the per-head scalar (b, t, h) in a (B, T, H) tensor.
+int64_t scalar_index(const AttnShape& s, int b, int t, int h) {
+  return (int64_t(b) * s.T + t) * s.H + h;
+}
+
+// G_t = Σ_{u≤t} log_f_u for one (b, h), accumulated in double; G = 0 without a gate.
+template <class S>
+void gate_prefix(RowVec<S>& G,      // (T)
+                 const S* log_f,    // (B, T, H) or null
+                 const AttnShape& s, int b, int h) {
+  double acc = 0;
+  for (int t = 0; t < s.T; ++t) {
+    if (log_f) acc += log_f[scalar_index(s, b, t, h)];
+    G(t) = S(acc);
+  }
+}
+
+// G_i − G_j for j ≤ i: a (1, i + 1) array expression.
+template <class S>
+auto gate_bias(const RowVec<S>& G, int i) {
+  return G(i) - G.head(i + 1).array();
+}
+
+// Causal softmax of one head: P becomes A (lower triangle), o = A v, lse saved.
+template <class S>
+void forward_head(HeadMap<S> o, S* lse, ConstHeadMap<S> q, ConstHeadMap<S> k, ConstHeadMap<S> v,
+                  const RowVec<S>& G, const SoftmaxAttentionArgs& args, int b, int h,
+                  RowMat<S>& P) {  // (T, T) scratch
+  const int T = args.shape.T;
+  const S scale = S(args.scale);
+  // P_ij = q_i·k_j, j ≤ i
+  causal_product(P, q, k);
+  for (int i = 0; i < T; ++i) {
+    auto p = P.row(i).head(i + 1).array();
+    // s_ij = scale·q_i·k_j + G_i − G_j
+    p = scale * p + gate_bias(G, i);
+    // A_ij = exp(s_ij − max_j s_ij) / Σ_j exp(s_ij − max_j s_ij)
+    const S row_max = p.maxCoeff();
+    p = (p - row_max).exp();
+    const S sum = p.sum();
+    p /= sum;
+    // lse_i = max_j s_ij + log Σ_j exp(s_ij − max_j s_ij)
+    lse[scalar_index(args.shape, b, i, h)] = row_max + std::log(sum);
+  }
+  // o = A v
+  o.noalias() = P.template triangularView<Eigen::Lower>() * v;
+}
+
+// dG_t summed backwards: dlog_f_t = Σ_{i≥t} dG_i.
+template <class S>
+void gate_backward(S* dlog_f,            // (B, T, H)
+                   const RowVec<S>& dG,  // (T)
+                   const AttnShape& s, int b, int h) {
+  double acc = 0;
+  for (int t = s.T - 1; t >= 0; --t) {
+    acc += dG(t);
+    dlog_f[scalar_index(s, b, t, h)] = S(acc);
+  }
+}
+
+// Scratch of one thread for the backward of one head.
+template <class S>
+struct BackwardScratch {
+  RowMat<S> P, dS;  // (T, T)
+  RowVec<S> G, dG;  // (T)
+};
+
+template <class S>
+void backward_head(HeadMap<S> dq, HeadMap<S> dk, HeadMap<S> dv, S* dlog_f, ConstHeadMap<S> dout,
+                   ConstHeadMap<S> o, const S* lse, ConstHeadMap<S> q, ConstHeadMap<S> k,
+                   ConstHeadMap<S> v, const SoftmaxAttentionArgs& args, int b, int h,
+                   BackwardScratch<S>& w) {
+  const int T = args.shape.T;
+  const S scale = S(args.scale);
+  // P_ij = q_i·k_j,  dS_ij = dout_i·v_j  (j ≤ i)
+  causal_product(w.P, q, k);
+  causal_product(w.dS, dout, v);
+  w.dG.setZero();
+  for (int i = 0; i < T; ++i) {
+    auto p = w.P.row(i).head(i + 1).array();
+    auto ds = w.dS.row(i).head(i + 1).array();
+    // A_ij = exp(scale·q_i·k_j + G_i − G_j − lse_i)
+    p = (scale * p + (gate_bias(w.G, i) - lse[scalar_index(args.shape, b, i, h)])).exp();
+    // dS_ij = A_ij (dout_i·v_j − dout_i·o_i)
+    ds = p * (ds - dout.row(i).dot(o.row(i)));
+    if (!dlog_f) continue;
+    // dG_i += Σ_j dS_ij,  dG_j −= dS_ij
+    w.dG(i) += ds.sum();
+    w.dG.head(i + 1).array() -= ds;
+  }
+  // dq = scale·dS k,  dk = scale·dSᵀ q,  dv = Aᵀ dout
+  dq.noalias() = w.dS.template triangularView<Eigen::Lower>() * k;
+  dq *= scale;
+  dk.noalias() = w.dS.transpose().template triangularView<Eigen::Upper>() * q;
+  dk *= scale;
+  dv.noalias() = w.P.transpose().template triangularView<Eigen::Upper>() * dout;
+  if (dlog_f) gate_backward(dlog_f, w.dG, args.shape, b, h);
+}
+
+}  // namespace
+
+template <class S>
+void softmax_attention_forward(S* o, S* lse, const S* q, const S* k, const S* v, const S* log_f,
+                               const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+#pragma omp parallel
+  {
+    RowMat<S> P(s.T, s.T);  // (T, T)
+    RowVec<S> G(s.T);       // (T)
+#pragma omp for schedule(dynamic)
+    for (int bh = 0; bh < s.B * s.H; ++bh) {
+      const int b = bh / s.H, h = bh % s.H;
+      gate_prefix(G, log_f, s, b, h);
+      forward_head(head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), G,
+                   args, b, h, P);
+    }
+  }
+}
+
+template <class S>
+void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, const S* o,
+                                const S* lse, const S* q, const S* k, const S* v, const S* log_f,
+                                const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+#pragma omp parallel
+  {
+    BackwardScratch<S> w{RowMat<S>(s.T, s.T), RowMat<S>(s.T, s.T), RowVec<S>(s.T), RowVec<S>(s.T)};
+#pragma omp for schedule(dynamic)
+    for (int bh = 0; bh < s.B * s.H; ++bh) {
+      const int b = bh / s.H, h = bh % s.H;
+      gate_prefix(w.G, log_f, s, b, h);
+      backward_head(head(dq, s, b, h), head(dk, s, b, h), head(dv, s, b, h), dlog_f,
+                    head(dout, s, b, h), head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h),
+                    head(v, s, b, h), args, b, h, w);
+    }
+  }
+}
+
+template void softmax_attention_forward<float>(float*, float*, const float*, const float*,
+                                               const float*, const float*,
+                                               const SoftmaxAttentionArgs&);
+template void softmax_attention_forward<double>(double*, double*, const double*, const double*,
+                                                const double*, const double*,
+                                                const SoftmaxAttentionArgs&);
+template void softmax_attention_backward<float>(float*, float*, float*, float*, const float*,
+                                                const float*, const float*, const float*,
+                                                const float*, const float*, const float*,
+                                                const SoftmaxAttentionArgs&);
+template void softmax_attention_backward<double>(double*, double*, double*, double*, const double*,
+                                                 const double*, const double*, const double*,
+                                                 const double*, const double*, const double*,
+                                                 const SoftmaxAttentionArgs&);
+
+}  // namespace pb
