@@ -1,0 +1,80 @@
+// MQRAR-N (paper-spec.md §4.3, the INFERENCE generator): a stream of len/2 assignments "key value"
+// with uniform keys and values; at each key with ≥ n_back earlier assignments the target is the
+// value of its n_back-th most recent earlier assignment. Keys are tokens 0..n_keys-1, values
+// n_keys..n_keys+n_values-1.
+#include <array>
+
+#include "kernels/rng.h"
+#include "tasks/builtin.h"
+
+namespace pb {
+
+namespace {
+
+class Mqrar final : public Task {
+ public:
+  explicit Mqrar(const Spec& spec) : spec_(spec) {
+    len_ = static_cast<int>(spec_int_in(spec, "len", 2, kMaxSeqLen, true));
+    n_keys_ = static_cast<int>(spec_int_in(spec, "n_keys", 1, 1 << 20));
+    n_values_ = static_cast<int>(spec_int_in(spec, "n_values", 1, (1 << 24) - n_keys_));
+    n_back_ = static_cast<int>(spec_int_in(spec, "n_back", 1, 1 << 10));
+    stream_ = {stream_id("train"), stream_id("val")};
+  }
+
+  const Spec& spec() const override { return spec_; }
+  int seq_len() const override { return len_; }
+  int vocab_size() const override { return n_keys_ + n_values_; }
+  std::vector<std::string> splits() const override { return {"train", "val"}; }
+
+  std::vector<std::string> vocab() const override {
+    std::vector<std::string> v;
+    for (int k = 0; k < n_keys_; ++k) v.push_back("k" + std::to_string(k));
+    for (int x = 0; x < n_values_; ++x) v.push_back("v" + std::to_string(x));
+    return v;
+  }
+
+  nlohmann::json meta() const override {
+    return {{"first_key_token", 0}, {"first_value_token", n_keys_}, {"n_back", n_back_}};
+  }
+
+  void generate(uint64_t seed, int split, uint64_t index, ExampleView out) const override {
+    Rng rng(seed, stream_[split], index);
+    std::vector<int32_t> history(size_t(n_keys_) * n_back_);  // (n_keys, n_back) ring of value tokens
+    std::vector<int64_t> count(n_keys_, 0);                     // (n_keys,) assignments so far
+    for (int j = 0; j < len_ / 2; ++j) {
+      const int32_t key = static_cast<int32_t>(rng.below(n_keys_));
+      const int32_t value = n_keys_ + static_cast<int32_t>(rng.below(n_values_));
+      int32_t* ring = &history[size_t(key) * n_back_];
+      const int64_t c = count[key]++;
+      const int slot = static_cast<int>(c % n_back_);  // holds assignment c - n_back, if any
+      const bool has = c >= n_back_;
+      out.input[2 * j] = key;
+      out.input[2 * j + 1] = value;
+      out.target[2 * j] = has ? ring[slot] : -1;
+      out.scored[2 * j] = has;
+      out.target[2 * j + 1] = -1;
+      out.scored[2 * j + 1] = 0;
+      ring[slot] = value;
+    }
+  }
+
+ private:
+  Spec spec_;
+  int len_ = 0, n_keys_ = 0, n_values_ = 0, n_back_ = 0;
+  std::array<uint32_t, 2> stream_{};
+};
+
+}  // namespace
+
+Schema mqrar_schema() {
+  return {"mqrar",
+          "MQRAR-N: at each key, output the value of its n_back-th most recent earlier assignment",
+          {{"n_keys", ParamType::Int, "32", "number of variables (key tokens)", {}},
+           {"n_values", ParamType::Int, "64", "number of value tokens", {}},
+           {"len", ParamType::Int, "768", "tokens per example (even): len/2 assignments", {}},
+           {"n_back", ParamType::Int, "1", "N: recall the N-th most recent earlier assignment", {}}}};
+}
+
+std::unique_ptr<Task> make_mqrar(const Spec& spec) { return std::make_unique<Mqrar>(spec); }
+
+}  // namespace pb

@@ -1,0 +1,104 @@
+// Group word problems (Merrill, Petty, Sabharwal 2024; paper-spec.md §4.2): read group elements
+// g_1..g_T, output the prefix product p_t = g_t ∘ p_{t-1} (p_0 = e) at every position.
+// Split membership is a pure function of the sequence (XXH3 of its ids, val iff hash % 5 == 0);
+// each split rejection-samples uniform sequences until one belongs to it, so splits are disjoint.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <array>
+
+#include "kernels/error.h"
+#include "kernels/rng.h"
+#include "tasks/builtin.h"
+#include "tasks/groups.h"
+
+namespace pb {
+
+namespace {
+
+// Split of a sequence of element ids: XXH3-64 (seed 0) of the int32 little-endian ids.
+int sequence_split(const int32_t* ids, int n) {
+  return XXH3_64bits(ids, sizeof(int32_t) * size_t(n)) % 5 == 0 ? 1 : 0;
+}
+
+class WordProblem final : public Task {
+ public:
+  explicit WordProblem(const Spec& spec) : spec_(spec), group_(PermGroup::make(spec.get_string("group"))) {
+    len_ = static_cast<int>(spec_int_in(spec, "len", 1, kMaxSeqLen));
+    stream_ = {stream_id("train"), stream_id("val")};
+    check_splits_nonempty();
+  }
+
+  const Spec& spec() const override { return spec_; }
+  int seq_len() const override { return len_; }
+  int vocab_size() const override { return group_.order(); }
+  std::vector<std::string> splits() const override { return {"train", "val"}; }
+
+  std::vector<std::string> vocab() const override {
+    std::vector<std::string> v;
+    for (int i = 0; i < group_.order(); ++i) v.push_back(group_.element_name(i));
+    return v;
+  }
+
+  nlohmann::json meta() const override {
+    nlohmann::json elems = nlohmann::json::array();
+    for (int i = 0; i < group_.order(); ++i) elems.push_back(group_.element(i));
+    return {{"group", group_.name()},
+            {"order", group_.order()},
+            {"degree", group_.degree()},
+            {"composition", "(a∘b)(x) = a(b(x)); target p_t = g_t ∘ p_{t-1}, p_0 = identity (id 0)"},
+            {"split_rule", "val iff XXH3_64(ids as int32 LE, seed 0) % 5 == 0"},
+            {"elements", elems}};
+  }
+
+  void generate(uint64_t seed, int split, uint64_t index, ExampleView out) const override {
+    Rng rng(seed, stream_[split], index);
+    const uint32_t n = static_cast<uint32_t>(group_.order());
+    do {
+      for (int t = 0; t < len_; ++t) out.input[t] = static_cast<int32_t>(rng.below(n));
+    } while (sequence_split(out.input, len_) != split);
+    int p = 0;
+    for (int t = 0; t < len_; ++t) {
+      p = group_.compose(out.input[t], p);
+      out.target[t] = p;
+      out.scored[t] = 1;
+    }
+  }
+
+ private:
+  Spec spec_;
+  PermGroup group_;
+  int len_ = 0;
+  std::array<uint32_t, 2> stream_{};
+
+  // With very few sequences (len 1: |G| of them) a split could be empty and rejection would spin.
+  void check_splits_nonempty() const {
+    if (len_ > 2) return;
+    std::vector<int32_t> ids(len_, 0);  // (len,) odometer over all |G|^len sequences
+    int n_val = 0, n_all = 0;
+    for (bool more = true; more; ++n_all) {
+      n_val += sequence_split(ids.data(), len_);
+      more = false;
+      for (int t = 0; t < len_ && !more; ++t) {
+        more = ++ids[t] < group_.order();
+        if (!more) ids[t] = 0;
+      }
+    }
+    if (n_val == 0 || n_val == n_all)
+      fail("task 'wordproblem': len={} leaves split '{}' empty; use a larger len", len_,
+           n_val == 0 ? "val" : "train");
+  }
+};
+
+}  // namespace
+
+Schema wordproblem_schema() {
+  return {"wordproblem",
+          "group word problem (Merrill et al. 2024): output the running product of group elements",
+          {{"group", ParamType::String, "a5", "a5 | s5 | a4xz5 | z60", PermGroup::group_names()},
+           {"len", ParamType::Int, "16", "elements per example", {}}}};
+}
+
+std::unique_ptr<Task> make_wordproblem(const Spec& spec) { return std::make_unique<WordProblem>(spec); }
+
+}  // namespace pb
