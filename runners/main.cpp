@@ -13,7 +13,14 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "pathbench " PATHBENCH_VERSION " (" PATHBENCH_GIT_COMMIT ")");
   pb::add_list_command(app);
   pb::add_gen_command(app);
+  pb::add_train_command(app);
+  pb::add_eval_command(app);
+  pb::add_attention_command(app);
   pb::add_bench_command(app);
+  pb::add_sweep_command(app);
+  pb::add_collect_command(app);
+  pb::add_table_command(app);
+  pb::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

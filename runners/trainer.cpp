@@ -14,6 +14,7 @@
 #include "kernels/ops.h"
 #include "kernels/safetensors.h"
 #include "runners/progress.h"
+#include "tasks/dataset_file.h"
 
 namespace pb {
 
@@ -35,8 +36,10 @@ struct Batch {
   std::vector<uint8_t> scored;         // (B, T)
 };
 
-// Examples first_index .. first_index + B − 1 of `split`, generated in parallel.
-void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B) {
+// Examples first_index .. first_index + B − 1 of `split`, generated in parallel, or read from a
+// `pathbench gen` file (cycling through it) when `data` is given.
+void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
+                const DatasetReader* data = nullptr) {
   const int T = task.seq_len();
   b.input.resize(size_t(B) * T);
   b.target.resize(b.input.size());
@@ -44,7 +47,11 @@ void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t f
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < B; ++i) {
     const size_t o = size_t(i) * T;
-    task.generate(seed, split, first_index + i, {b.input.data() + o, b.target.data() + o, b.scored.data() + o});
+    const ExampleView out{b.input.data() + o, b.target.data() + o, b.scored.data() + o};
+    if (data)
+      data->read((first_index + i) % data->n(), out);
+    else
+      task.generate(seed, split, first_index + i, out);
   }
 }
 
@@ -127,9 +134,15 @@ int run_training(const TrainConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   if (cfg.device == "cuda") fail("--device cuda: this build trains on the CPU only (the CUDA engine is not written yet)");
-  if (!cfg.data.empty()) fail("--data: training from a gen file is not supported yet; omit it to generate data on the fly");
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
   const auto task = make_task(cfg.task);
+  std::unique_ptr<DatasetReader> data;
+  if (!cfg.data.empty()) {
+    data = std::make_unique<DatasetReader>(cfg.data);
+    if (data->spec() != task->spec().canonical() || data->split() != "train")
+      fail("--data '{}' holds split '{}' of task '{}'; --task is '{}' (its train split is needed)", cfg.data,
+           data->split(), data->spec(), task->spec().canonical());
+  }
   fs::create_directories(cfg.out);
   const std::string dir = cfg.out + "/";
   for (const char* f : {"metrics.jsonl", "eval.jsonl", "result.json", "model.safetensors"}) fs::remove(dir + f);
@@ -163,7 +176,7 @@ int run_training(const TrainConfig& cfg) {
 
   try {
     for (step = 1; step <= cfg.steps; ++step) {
-      fill_batch(batch, *task, cfg.seed, train_split, uint64_t(step - 1) * cfg.batch, cfg.batch);
+      fill_batch(batch, *task, cfg.seed, train_split, uint64_t(step - 1) * cfg.batch, cfg.batch, data.get());
       std::fill(P.grads.begin(), P.grads.end(), 0.0f);
       loss = model.forward(batch.input.data(), batch.target.data(), cfg.batch, T);
       model.backward();

@@ -1,0 +1,220 @@
+// `pathbench collect RUNS_DIR -o OUT_DIR`: every run directory below RUNS_DIR (one holding
+// config.json or result.json) becomes a row of runs.csv and, per split and evaluated task, the
+// last evaluation of eval.jsonl a row of evals.csv. Column order: docs/sweeps.md.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <tuple>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kernels/error.h"
+#include "kernels/io.h"
+#include "kernels/spec.h"
+#include "runners/commands.h"
+#include "runners/csv.h"
+
+namespace pb {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::vector<std::string> kRunColumns = {
+    "sweep", "run_id", "status", "error", "task", "task_name", "pe", "pe_name", "layers", "d_model",
+    "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay", "grad_clip", "seed", "eval_n",
+    "data", "device", "final_loss", "wall_s", "commit", "gpu_name"};
+const std::vector<std::string> kEvalColumns = {
+    "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
+    "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
+    "error_rate", "acc_ci_low", "acc_ci_high"};
+
+using Row = std::map<std::string, std::string>;
+
+std::string cell(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number()) return fmt::format("{}", v.get<double>());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  return v.is_null() ? "" : v.dump();
+}
+
+std::string field(const json& obj, const char* key) {
+  return obj.is_object() && obj.contains(key) ? cell(obj[key]) : "";
+}
+
+json read_json(const std::string& path) {
+  if (!fs::exists(path)) return json::object();
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON: {}", path, e.what());
+  }
+}
+
+// "name:k=v,..." -> name, and columns <prefix>_<k> = v.
+std::string split_spec(const std::string& spec, const std::string& prefix, Row& row) {
+  const auto colon = spec.find(':');
+  for (size_t i = colon; i != std::string::npos && i < spec.size();) {
+    const size_t end = std::min(spec.find(',', i + 1), spec.size());
+    const std::string item = spec.substr(i + 1, end - i - 1);
+    const auto eq = item.find('=');
+    if (eq != std::string::npos) row[prefix + "_" + item.substr(0, eq)] = item.substr(eq + 1);
+    i = end;
+  }
+  return spec.substr(0, colon);
+}
+
+// Wilson score interval, 95%.
+std::pair<double, double> wilson(double p, double n) {
+  const double z = 1.959963984540054, z2 = z * z;
+  const double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
+  const double half = z * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n);
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+void add_eval_stats(Row& row) {
+  double acc, n;
+  if (!parse_float(row["acc"], acc) || !parse_float(row["n"], n) || n <= 0) return;
+  const double correct = std::round(acc * n);  // exact when acc = correct / n
+  row["error_rate"] = std::abs(acc * n - correct) < 1e-6 ? num((n - correct) / n) : num(1 - acc);
+  const auto [lo, hi] = wilson(acc, n);
+  row["acc_ci_low"] = num(lo);
+  row["acc_ci_high"] = num(hi);
+}
+
+struct Tables {
+  std::vector<Row> runs, evals;
+};
+
+void collect_run(const fs::path& dir, Tables& t) {
+  const json config = read_json((dir / "config.json").string());
+  const json result = read_json((dir / "result.json").string());
+  const json meta = read_json((dir / "meta.json").string());
+  Row run;
+  run["sweep"] = fs::exists(dir.parent_path() / "sweep.toml") ? dir.parent_path().filename().string() : "";
+  run["run_id"] = dir.filename().string();
+  for (const char* k : {"task", "pe", "layers", "d_model", "heads", "mlp_ratio", "lr", "steps", "batch",
+                        "warmup", "weight_decay", "grad_clip", "seed", "eval_n", "data", "device"})
+    run[k] = field(config, k);
+  for (const char* k : {"status", "error", "final_loss", "wall_s"}) run[k] = field(result, k);
+  for (const char* k : {"commit", "gpu_name", "device"})
+    if (!field(meta, k).empty()) run[k] = field(meta, k);
+  if (!run["task"].empty()) run["task_name"] = split_spec(run["task"], "task", run);
+  if (!run["pe"].empty()) run["pe_name"] = split_spec(run["pe"], "pe", run);
+  if (result.contains("eval") && result["eval"].is_object())
+    for (const auto& [split, e] : result["eval"].items()) {
+      run["acc_" + split] = field(e, "acc");
+      run["seq_acc_" + split] = field(e, "seq_acc");
+    }
+  // Last evaluation per (split, task): the highest step, the later line on a tie.
+  std::map<std::pair<std::string, std::string>, json> last;
+  const std::string evals = (dir / "eval.jsonl").string();
+  if (fs::exists(evals)) {
+    const std::string text = read_file(evals);
+    size_t line = 0;
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find('\n', at), text.size());
+      const std::string s = text.substr(at, end - at);
+      at = end + 1, ++line;
+      if (s.empty()) continue;
+      json e;
+      try {
+        e = json::parse(s);
+      } catch (const json::exception& err) {
+        fail("{}:{}: invalid JSON: {}", evals, line, err.what());
+      }
+      const std::string task = e.contains("task") ? field(e, "task") : run["task"];
+      auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);
+      if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
+    }
+  }
+  std::vector<std::pair<std::tuple<std::string, double, std::string>, json>> ordered;  // split, len, task
+  for (const auto& [key, e] : last) {
+    double len = 0;
+    parse_float(field(e, "len"), len);
+    ordered.push_back({{key.first, len, key.second}, e});
+  }
+  std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [key, e] : ordered) {
+    Row row;
+    for (const char* k : {"sweep", "run_id", "status", "pe", "pe_name", "layers", "d_model", "heads", "lr",
+                          "steps", "batch", "seed"})
+      row[k] = run[k];
+    for (const auto& [k, v] : run)
+      if (k.rfind("pe_", 0) == 0) row[k] = v;
+    row["train_task"] = run["task"];
+    row["split"] = std::get<0>(key);
+    row["task"] = std::get<2>(key);
+    if (!row["task"].empty()) row["task_name"] = split_spec(row["task"], "task", row);
+    for (const char* k : {"len", "step", "n", "n_seqs", "acc", "seq_acc"}) row[k] = field(e, k);
+    add_eval_stats(row);
+    t.evals.push_back(std::move(row));
+  }
+  t.runs.push_back(std::move(run));
+}
+
+// Core columns, then the task_* and pe_* parameters, then the rest (runs.csv: acc_<split>,
+// seq_acc_<split>), each group sorted.
+Csv to_csv(const std::vector<Row>& rows, const std::vector<std::string>& core) {
+  std::set<std::string> params, rest;
+  const std::set<std::string> fixed(core.begin(), core.end());
+  for (const auto& row : rows)
+    for (const auto& [k, v] : row)
+      if (!fixed.count(k)) (k.rfind("task_", 0) == 0 || k.rfind("pe_", 0) == 0 ? params : rest).insert(k);
+  Csv csv;
+  csv.header = core;
+  std::vector<std::string> task_params, pe_params;
+  for (const auto& p : params) (p.rfind("task_", 0) == 0 ? task_params : pe_params).push_back(p);
+  for (const auto* group : {&task_params, &pe_params})
+    csv.header.insert(csv.header.end(), group->begin(), group->end());
+  csv.header.insert(csv.header.end(), rest.begin(), rest.end());
+  for (const auto& row : rows) {
+    csv.rows.emplace_back();
+    for (const auto& h : csv.header) {
+      auto it = row.find(h);
+      csv.rows.back().push_back(it == row.end() ? "" : it->second);
+    }
+  }
+  return csv;
+}
+
+void run_collect(const std::string& runs_dir, const std::string& out_dir) {
+  if (!fs::is_directory(runs_dir)) fail("'{}' is not a directory", runs_dir);
+  const fs::path root = fs::path(runs_dir).has_filename() ? fs::path(runs_dir) : fs::path(runs_dir).parent_path();
+  auto is_run = [](const fs::path& d) { return fs::exists(d / "config.json") || fs::exists(d / "result.json"); };
+  std::vector<fs::path> dirs;
+  if (is_run(root)) dirs.push_back(root);
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    if (!it->is_directory() || !is_run(it->path())) continue;
+    dirs.push_back(it->path());
+    it.disable_recursion_pending();
+  }
+  std::sort(dirs.begin(), dirs.end());
+  Tables t;
+  size_t skipped = 0;
+  for (const auto& d : dirs) {
+    if (fs::exists(d / "result.json")) collect_run(d, t);
+    else ++skipped;
+  }
+  fs::create_directories(out_dir);
+  write_file_atomic((fs::path(out_dir) / "runs.csv").string(), write_csv(to_csv(t.runs, kRunColumns)));
+  write_file_atomic((fs::path(out_dir) / "evals.csv").string(), write_csv(to_csv(t.evals, kEvalColumns)));
+  fmt::print(stderr, "collect: {} runs, {} evaluation rows -> {}/runs.csv, evals.csv; {} runs without "
+             "result.json skipped (pending or running)\n", t.runs.size(), t.evals.size(), out_dir, skipped);
+}
+
+}  // namespace
+
+void add_collect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv and evals.csv");
+  auto dirs = std::make_shared<std::pair<std::string, std::string>>();
+  cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
+  cmd->add_option("-o,--out", dirs->second, "output directory for runs.csv and evals.csv")->required();
+  cmd->callback([dirs] { run_collect(dirs->first, dirs->second); });
+}
+
+}  // namespace pb

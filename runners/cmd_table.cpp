@@ -1,0 +1,131 @@
+// `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, mean ± sd over seeds per
+// (row, column) cell, or with --min-layers T the smallest depth whose mean reaches T.
+#include <memory>
+
+#include "kernels/error.h"
+#include "runners/commands.h"
+#include "runners/results.h"
+
+namespace pb {
+namespace {
+
+struct TableOptions {
+  std::string csv, rows = "pe", cols = "layers", metric = "acc", split, best_over;
+  double min_layers = 0;
+  std::vector<std::string> where;
+  const CLI::Option* cols_opt = nullptr;
+  const CLI::Option* min_layers_opt = nullptr;
+};
+
+std::string md(const std::string& s) {  // a Markdown table cell
+  std::string out;
+  for (char c : s) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string markdown(const std::string& corner, const std::vector<std::string>& cols,
+                     const std::vector<std::pair<std::string, std::vector<std::string>>>& rows) {
+  std::string out = fmt::format("| {} |", md(corner)), rule = "|---|";
+  for (const auto& c : cols) out += fmt::format(" {} |", md(c)), rule += "---|";
+  out += fmt::format("\n{}\n", rule);
+  for (const auto& [name, cells] : rows) {
+    out += fmt::format("| {} |", md(name));
+    for (const auto& c : cells) out += fmt::format(" {} |", md(c));
+    out += "\n";
+  }
+  return out;
+}
+
+void run_table(TableOptions o) {
+  const Csv csv = read_csv(o.csv);
+  const bool min_layers = o.min_layers_opt->count() > 0;
+  if (min_layers && o.cols_opt->count() == 0) o.cols = "len";
+  std::string split = o.split, caption = o.metric;
+  if (!split.empty() && csv.has("split")) o.where.push_back("split=" + split);
+  if (!split.empty() && !csv.has("split")) o.metric += "_" + split;  // runs.csv: acc_<split>
+  if (split.empty() && csv.has("split") && o.rows != "split" && o.cols != "split") {
+    const auto splits = distinct(csv, select_rows(csv, o.where), "split");
+    if (splits.size() > 1) {
+      std::string list;
+      for (const auto& s : splits) list += (list.empty() ? "" : ", ") + s;
+      fail("{}: several splits ({}); choose one with --split", o.csv, list);
+    }
+    if (!splits.empty()) split = splits[0];
+  }
+  for (const auto* c : {&o.rows, &o.cols, &o.metric}) csv.column(*c);
+  if (!o.best_over.empty()) csv.column(o.best_over);
+  const auto rows = select_rows(csv, o.where);
+  if (rows.empty()) fail("{}: no rows match the selection", o.csv);
+  const bool lower = o.metric.find("error") != std::string::npos || o.metric.find("loss") != std::string::npos;
+  const bool fraction = o.metric == "acc" || o.metric == "seq_acc" || o.metric.rfind("acc_", 0) == 0 ||
+                        o.metric.rfind("seq_acc_", 0) == 0;
+  const auto row_values = distinct(csv, rows, o.rows), col_values = distinct(csv, rows, o.cols);
+  std::vector<std::pair<std::string, std::vector<std::string>>> table;
+  if (!split.empty()) caption += " on " + split;
+  if (min_layers) {
+    const Cells cells = aggregate(csv, rows, {o.rows, o.cols, "layers"}, o.metric, o.best_over, lower);
+    for (const auto& r : row_values) {
+      table.emplace_back(r, std::vector<std::string>());
+      for (const auto& c : col_values) {
+        std::string cell;
+        for (const auto& [key, st] : cells) {
+          if (key[0] != r || key[1] != c) continue;
+          if (st.mean >= o.min_layers) {
+            cell = key[2];
+            break;
+          }
+          cell = "—";
+        }
+        table.back().second.push_back(cell);
+      }
+    }
+    caption = fmt::format("smallest layers with mean {} ≥ {} (— none; blank: no runs)", caption, o.min_layers);
+  } else {
+    const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, o.best_over, lower);
+    bool same_n = true;
+    for (const auto& [key, st] : cells) same_n &= st.n == cells.begin()->second.n;
+    for (const auto& r : row_values) {
+      table.emplace_back(r, std::vector<std::string>());
+      for (const auto& c : col_values) {
+        auto it = cells.find({r, c});
+        std::string cell;
+        if (it != cells.end()) {
+          const Stat& st = it->second;
+          cell = fraction ? fmt::format("{:.3f}", st.mean) : fmt::format("{:.4g}", st.mean);
+          if (st.n > 1) cell += fraction ? fmt::format(" ± {:.3f}", st.sd) : fmt::format(" ± {:.2g}", st.sd);
+          if (!same_n) cell += fmt::format(" (n={})", st.n);
+        }
+        table.back().second.push_back(cell);
+      }
+    }
+    caption += ", mean ± sd over seeds";
+  }
+  if (!o.best_over.empty()) caption += ", best " + o.best_over + " per cell";
+  const auto row_labels = labels(o.rows, row_values);
+  for (size_t r = 0; r < table.size(); ++r) table[r].first = row_labels[r];
+  fmt::print("*{}*\n\n{}", caption, markdown(o.rows + " \\ " + o.cols, labels(o.cols, col_values), table));
+}
+
+}  // namespace
+
+void add_table_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("table", "Print a Markdown table (mean ± sd over seeds) from a collect CSV");
+  auto o = std::make_shared<TableOptions>();
+  cmd->add_option("csv", o->csv, "evals.csv or runs.csv from `pathbench collect`")->required();
+  cmd->add_option("--rows", o->rows, "column whose values are the rows")->capture_default_str();
+  o->cols_opt = cmd->add_option("--cols", o->cols, "column whose values are the columns (len with --min-layers)")
+                    ->capture_default_str();
+  cmd->add_option("--metric", o->metric, "column to average (acc, seq_acc, error_rate, ...)")->capture_default_str();
+  cmd->add_option("--split", o->split, "evaluation split (needed when the CSV has several)");
+  cmd->add_option("--best-over", o->best_over, "column (e.g. lr) whose best value by mean is taken per cell");
+  o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,
+                                      "print the smallest layers whose mean metric reaches this value");
+  cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")
+      ->allow_extra_args(false);
+  cmd->callback([o] { run_table(*o); });
+}
+
+}  // namespace pb

@@ -1,0 +1,170 @@
+#include "runners/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/error.h"
+#include "kernels/spec.h"
+
+namespace pb {
+namespace {
+
+struct Named {
+  const char* name;
+  EncodingStyle style;
+};
+// Okabe–Ito colours (colour-blind safe); legend order is this order.
+const Named kEncodings[] = {
+    {"nope", {"#999999", 0, 0}},        // circle
+    {"rope", {"#0072b2", 4, 45}},       // square
+    {"alibi", {"#56b4e9", 3, 180}},     // triangle down
+    {"sba", {"#009e73", 3, 0}},         // triangle up
+    {"fox", {"#e69f00", 4, 0}},         // diamond
+    {"path", {"#d55e00", 5, 0}},        // pentagon
+    {"path_fox", {"#cc79a7", 6, 0}},    // hexagon
+};
+constexpr size_t kNamed = sizeof(kEncodings) / sizeof(kEncodings[0]);
+
+std::string_view name_of(std::string_view spec) { return spec.substr(0, spec.find(':')); }
+
+size_t encoding_rank(std::string_view spec) {
+  for (size_t i = 0; i < kNamed; ++i)
+    if (name_of(spec) == kEncodings[i].name) return i;
+  return kNamed;
+}
+
+// Columns that hold measurements rather than settings, left out of "rows differ in" messages.
+bool is_measure(const std::string& c) {
+  static const char* kMeasures[] = {"run_id", "status", "error", "step", "n", "n_seqs", "acc", "seq_acc",
+                                    "error_rate", "acc_ci_low", "acc_ci_high", "final_loss", "wall_s",
+                                    "commit", "gpu_name", "device"};
+  for (const char* m : kMeasures)
+    if (c == m) return true;
+  return c.rfind("acc_", 0) == 0 || c.rfind("seq_acc_", 0) == 0;
+}
+
+}  // namespace
+
+EncodingStyle encoding_style(std::string_view pe_name) {
+  const size_t r = encoding_rank(pe_name);
+  if (r < kNamed) return kEncodings[r].style;
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same colour on every machine
+  for (char c : name_of(pe_name)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  const double hue = static_cast<double>(h % 360), s = 0.6, l = 0.42;
+  auto channel = [&](double n) {
+    const double k = std::fmod(n + hue / 30, 12), a = s * std::min(l, 1 - l);
+    return static_cast<int>(std::lround(255 * (l - a * std::max(-1.0, std::min({k - 3, 9 - k, 1.0})))));
+  };
+  const int sides[] = {0, 3, 4, 5, 6};
+  return {fmt::format("#{:02x}{:02x}{:02x}", channel(0), channel(8), channel(4)), sides[(h >> 20) % 5],
+          (h >> 32) % 2 ? 180.0 : 0.0};
+}
+
+bool value_less(std::string_view column, const std::string& a, const std::string& b) {
+  if (column == "pe" || column == "pe_name") {
+    const size_t ra = encoding_rank(a), rb = encoding_rank(b);
+    if (ra != rb) return ra < rb;
+  }
+  double x, y;
+  const bool na = parse_float(a, x), nb = parse_float(b, y);
+  if (na && nb && x != y) return x < y;
+  if (na != nb) return na;
+  return a < b;
+}
+
+std::vector<std::string> labels(std::string_view column, const std::vector<std::string>& values) {
+  if (column != "pe" && column != "task" && column != "train_task") return values;
+  std::vector<std::string> names;
+  for (const auto& v : values) names.emplace_back(name_of(v));
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() ? names : values;
+}
+
+bool KeyLess::operator()(const Key& a, const Key& b) const {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (value_less(columns[i], a[i], b[i])) return true;
+    if (value_less(columns[i], b[i], a[i])) return false;
+  }
+  return false;
+}
+
+double number(const std::string& cell, const std::string& column) {
+  double v;
+  if (!parse_float(cell, v)) fail("column '{}': '{}' is not a number", column, cell);
+  return v;
+}
+
+std::vector<size_t> select_rows(const Csv& csv, const std::vector<std::string>& where) {
+  std::vector<std::pair<size_t, std::string>> conds;
+  for (const auto& w : where) {
+    const auto eq = w.find('=');
+    if (eq == std::string::npos || eq == 0) fail("--where '{}': expected COLUMN=VALUE", w);
+    conds.emplace_back(csv.column(w.substr(0, eq)), w.substr(eq + 1));
+  }
+  std::vector<size_t> rows;
+  for (size_t r = 0; r < csv.rows.size(); ++r)
+    if (std::all_of(conds.begin(), conds.end(), [&](const auto& c) { return csv.rows[r][c.first] == c.second; }))
+      rows.push_back(r);
+  return rows;
+}
+
+std::vector<std::string> distinct(const Csv& csv, const std::vector<size_t>& rows, const std::string& column) {
+  const size_t c = csv.column(column);
+  std::vector<std::string> v;
+  for (size_t r : rows) v.push_back(csv.rows[r][c]);
+  std::sort(v.begin(), v.end(), [&](const auto& a, const auto& b) { return value_less(column, a, b); });
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vector<std::string>& keys,
+                const std::string& metric, const std::string& best_over, bool lower_is_better) {
+  std::vector<size_t> key_cols;
+  for (const auto& k : keys) key_cols.push_back(csv.column(k));
+  const size_t m = csv.column(metric);
+  const bool best = !best_over.empty();
+  const size_t b = best ? csv.column(best_over) : 0;
+  const bool seeded = csv.has("seed");
+  const size_t s = seeded ? csv.column("seed") : 0;
+  KeyLess group_less{keys};
+  group_less.columns.push_back(best_over);
+  std::map<Key, std::map<std::string, size_t>, KeyLess> groups(group_less);  // -> seed -> row
+  for (size_t r : rows) {
+    const auto& row = csv.rows[r];
+    if (row[m].empty()) continue;
+    Key key;
+    for (size_t c : key_cols) key.push_back(row[c]);
+    key.push_back(best ? row[b] : "");
+    const std::string seed = seeded ? row[s] : std::to_string(r);
+    auto [it, fresh] = groups[key].emplace(seed, r);
+    if (fresh) continue;
+    std::string differ, where;
+    for (size_t c = 0; c < csv.header.size(); ++c)
+      if (!is_measure(csv.header[c]) && row[c] != csv.rows[it->second][c])
+        differ += (differ.empty() ? "" : ", ") + csv.header[c];
+    for (size_t i = 0; i < keys.size(); ++i) where += keys[i] + "=" + key[i] + " ";
+    fail("{}has several rows for seed {} that differ in: {}; pick one with --where COLUMN=VALUE or make "
+         "it a row/column", where, seed, differ.empty() ? "(nothing: duplicate runs)" : differ);
+  }
+  Cells cells(KeyLess{keys});
+  for (const auto& [key, by_seed] : groups) {
+    Stat st;
+    st.n = by_seed.size();
+    for (const auto& [seed, r] : by_seed) st.mean += number(csv.rows[r][m], metric) / double(st.n);
+    for (const auto& [seed, r] : by_seed) {
+      const double d = number(csv.rows[r][m], metric) - st.mean;
+      st.sd += st.n > 1 ? d * d / double(st.n - 1) : 0;
+    }
+    st.sd = std::sqrt(st.sd);
+    st.best = key.back();
+    const Key cell_key(key.begin(), key.end() - 1);
+    auto it = cells.find(cell_key);
+    if (it == cells.end()) cells.emplace(cell_key, st);
+    else if (lower_is_better ? st.mean < it->second.mean : st.mean > it->second.mean) it->second = st;
+  }
+  return cells;
+}
+
+}  // namespace pb

@@ -1,0 +1,59 @@
+// Shared by `table` and `plot`: the fixed order and style of the encodings, the order of column
+// values, row filters, and aggregation over seeds (mean ± sd) with the best over a column.
+#pragma once
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runners/csv.h"
+
+namespace pb {
+
+// The one place for the encodings' legend order, colour and marker; other names get a colour and
+// marker derived from a hash of the name, after the listed ones.
+struct EncodingStyle {
+  std::string colour;  // "#rrggbb"
+  int sides;           // marker: 0 circle, else a regular polygon
+  double rotation;     // degrees (square vs diamond, triangle up vs down)
+};
+EncodingStyle encoding_style(std::string_view pe_name);
+
+// Value order of a column: encodings (pe, pe_name) in the fixed order, numbers numerically, then
+// text lexicographically.
+bool value_less(std::string_view column, const std::string& a, const std::string& b);
+
+// Display labels of column values: for spec columns (pe, task, train_task) the bare names when
+// they tell the values apart ("path" for "path:w_rank=32,..."), else the values themselves.
+std::vector<std::string> labels(std::string_view column, const std::vector<std::string>& values);
+
+// Rows whose `COL=VALUE` conditions all hold; a pb::Error for a malformed condition or an unknown
+// column (listing the columns).
+std::vector<size_t> select_rows(const Csv& csv, const std::vector<std::string>& where);
+
+// Distinct values of `column` over `rows`, in value order.
+std::vector<std::string> distinct(const Csv& csv, const std::vector<size_t>& rows, const std::string& column);
+
+struct Stat {
+  double mean = 0, sd = 0;  // sd: sample standard deviation (0 for one seed)
+  size_t n = 0;             // seeds
+  std::string best;         // the chosen value of the best-over column ("" if none)
+};
+
+using Key = std::vector<std::string>;  // values of the key columns
+struct KeyLess {
+  std::vector<std::string> columns;
+  bool operator()(const Key& a, const Key& b) const;
+};
+using Cells = std::map<Key, Stat, KeyLess>;
+
+// Groups `rows` by `keys`, averages `metric` over the seed column within each group and, when
+// `best_over` names a column, keeps for each group the value of that column with the best mean
+// (highest, or lowest when `lower_is_better`). Rows with an empty metric are skipped. Two rows of
+// one group with the same seed are a pb::Error naming the columns that tell them apart.
+Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vector<std::string>& keys,
+                const std::string& metric, const std::string& best_over, bool lower_is_better);
+
+double number(const std::string& cell, const std::string& column);  // pb::Error if not a number
+
+}  // namespace pb

@@ -1,0 +1,41 @@
+// Sweep files: `[sweep]` (name, task, seeds), `[base]` (options of every run) and `[grid]` (lists
+// whose Cartesian product gives the runs). Keys are the long options of `pathbench train` with
+// dashes written as underscores; `task.KEY` / `pe.KEY` append `KEY=value` to the task / encoding
+// spec. Expansion order: seeds outermost (an interrupted sweep completes whole seeds first), then
+// the task list of [sweep] if it is one, then the [grid] keys in file order, the last varying
+// fastest.
+#pragma once
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pb {
+
+// Value kind of a train option, from its CLI11 type name: 'i' integer, 'f' number, 's' string.
+using OptionKinds = std::map<std::string, char>;  // long name with dashes -> kind
+
+struct SweepRun {
+  std::vector<std::string> args;  // train options, e.g. {"--task", "flipflop:len=8", "--seed", "0"}
+  std::string label;              // the varying values, e.g. "pe=path layers=2 seed=0"
+};
+
+struct Sweep {
+  std::string name;               // directory name under --out
+  std::vector<SweepRun> runs;     // in expansion order
+};
+
+// Parses and expands a sweep file; `path` names it in errors ("FILE:LINE: ..."). Options the sweep
+// sets itself (--seed via seeds, --out, --threads) are not valid keys.
+Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKinds& options);
+
+// The value options of `pathbench train` (add_train_options) and their kinds.
+OptionKinds train_option_kinds();
+
+// The run id of `pathbench train ARGS`: ARGS parsed by add_train_options, resolved, hashed.
+std::string run_id_of(const std::vector<std::string>& args);
+
+// `--shard i/n`: the indices i, i+n, i+2n, ... below n_runs (a pb::Error if `shard` is malformed).
+std::vector<size_t> shard_indices(size_t n_runs, std::string_view shard);
+
+}  // namespace pb

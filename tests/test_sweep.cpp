@@ -1,0 +1,558 @@
+// Sweeps, collect, table and plot: grid expansion and its errors, the CSV format, the child
+// process scheduler (with /bin/sh children), table and plot output from hand-made CSVs.
+// [e2e] tests drive the built pathbench (PATHBENCH_EXE) with real `train` runs and kill them.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kernels/error.h"
+#include "kernels/io.h"
+#include "runners/commands.h"
+#include "runners/csv.h"
+#include "runners/scheduler.h"
+#include "runners/sweep.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+namespace {
+
+const pb::OptionKinds kOptions = {{"task", 's'},  {"pe", 's'},    {"layers", 'i'}, {"d-model", 'i'},
+                                  {"heads", 'i'}, {"steps", 'i'}, {"batch", 'i'},  {"lr", 'f'},
+                                  {"seed", 'i'},  {"out", 's'},   {"threads", 'i'}, {"device", 's'}};
+
+pb::Sweep parse(const std::string& text) { return pb::parse_sweep(text, "x.toml", kOptions); }
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("pb_test_sweep_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Runs `pathbench <args>` in-process through the subcommands and returns what it printed on stdout.
+std::string cli(std::vector<std::string> args) {
+  CLI::App app;
+  pb::add_collect_command(app);
+  pb::add_table_command(app);
+  pb::add_plot_command(app);
+  std::fflush(stdout);
+  const fs::path out = fs::temp_directory_path() / fmt::format("pb_test_sweep_{}_stdout", ::getpid());
+  const int saved = ::dup(1);
+  std::FILE* f = std::fopen(out.c_str(), "w");
+  ::dup2(::fileno(f), 1);
+  auto restore = [&] {
+    std::fflush(stdout);
+    ::dup2(saved, 1);
+    ::close(saved);
+    std::fclose(f);
+  };
+  std::reverse(args.begin(), args.end());
+  try {
+    app.parse(args);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  const std::string printed = pb::read_file(out.string());
+  fs::remove(out);
+  return printed;
+}
+
+// A hand-made evals.csv: pe × layers × lr × seed on split val (and a second split).
+std::string evals_csv() {
+  pb::Csv c;
+  c.header = {"sweep", "run_id", "task", "len", "pe", "pe_name", "layers", "lr", "seed", "split", "n", "acc"};
+  auto add = [&](const std::string& pe, int layers, const std::string& lr, int seed, double acc,
+                 const std::string& split = "val", int len = 8) {
+    c.rows.push_back({"s", fmt::format("{}{}{}{}{}", pe, layers, lr, seed, len), fmt::format("flipflop:len={}", len),
+                      std::to_string(len), pe, pe, std::to_string(layers), lr, std::to_string(seed), split, "1000",
+                      fmt::format("{}", acc)});
+  };
+  for (int seed : {0, 1}) {
+    add("rope", 1, "0.001", seed, seed ? 0.7 : 0.5);
+    add("rope", 2, "0.001", seed, 0.8);
+    add("path", 1, "0.001", seed, seed ? 1.0 : 0.9);
+    add("path", 2, "0.001", seed, 1.0);
+    add("rope", 1, "0.01", seed, seed ? 0.6 : 0.4);   // worse than lr 0.001
+    add("rope", 2, "0.01", seed, 0.9);                 // better than lr 0.001
+    add("path", 1, "0.01", seed, 0.2);
+    add("path", 2, "0.01", seed, 0.3);
+    add("rope", 1, "0.001", seed, 0.999, "val_sparse");
+  }
+  return pb::write_csv(c);
+}
+
+// Balanced tags, every '<' closed by '>': enough to catch broken SVG.
+bool well_formed(const std::string& xml) {
+  std::vector<std::string> stack;
+  for (size_t i = xml.find('<'); i != std::string::npos; i = xml.find('<', i + 1)) {
+    const size_t end = xml.find('>', i);
+    if (end == std::string::npos) return false;
+    const std::string tag = xml.substr(i + 1, end - i - 1);
+    if (tag[0] == '?' || tag.back() == '/') continue;
+    const std::string name = tag.substr(tag[0] == '/', tag.find_first_of(" \n") - (tag[0] == '/'));
+    if (tag[0] != '/') stack.push_back(name);
+    else if (stack.empty() || stack.back() != name) return false;
+    else stack.pop_back();
+  }
+  return stack.empty();
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t i = s.find(what); i != std::string::npos; i = s.find(what, i + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: grid expansion order, labels and spec keys", "[sweep]") {
+  const pb::Sweep s = parse(R"(
+[sweep]
+name = "t"
+task = "flipflop"
+seeds = [0, 1]
+[base]
+d_model = 16
+task.len = 8
+pe.beta_clip = 0.001
+[grid]
+pe = ["rope", "path:foo=1"]
+layers = [1, 2]
+lr = [1e-3, 3e-4]
+)");
+  CHECK(s.name == "t");
+  REQUIRE(s.runs.size() == 16);
+  CHECK(s.runs[0].args == std::vector<std::string>{"--task", "flipflop:len=8", "--d-model", "16", "--seed", "0",
+                                                   "--pe", "rope:beta_clip=0.001", "--layers", "1", "--lr", "0.001"});
+  CHECK(s.runs[0].label == "seed=0 pe=rope layers=1 lr=0.001");
+  CHECK(s.runs[1].label == "seed=0 pe=rope layers=1 lr=0.0003");
+  CHECK(s.runs[2].label == "seed=0 pe=rope layers=2 lr=0.001");
+  CHECK(s.runs[4].label == "seed=0 pe=path:foo=1 layers=1 lr=0.001");
+  CHECK(s.runs[4].args[7] == "path:foo=1,beta_clip=0.001");
+  CHECK(s.runs[8].label == "seed=1 pe=rope layers=1 lr=0.001");
+
+  const pb::Sweep tasks = parse("[sweep]\nname = \"u\"\ntask = [\"a\", \"b:x=1\"]\n[grid]\ntask.len = [4, 8]\n");
+  REQUIRE(tasks.runs.size() == 4);
+  CHECK(tasks.runs[1].args == std::vector<std::string>{"--seed", "0", "--task", "a:len=8"});
+  CHECK(tasks.runs[2].args[3] == "b:x=1,len=4");
+  CHECK(tasks.runs[3].label == "seed=0 task=b:x=1 task.len=8");
+}
+
+TEST_CASE("sweep: run ids through train's options are stable; built-in sweeps resolve", "[sweep]") {
+  const pb::Sweep s = pb::parse_sweep(
+      "[sweep]\nname = \"t\"\ntask = \"flipflop:len=8\"\n[base]\nd_model = 16\nsteps = 20\n[grid]\n"
+      "pe = [\"rope\", \"path\"]\n", "t.toml", pb::train_option_kinds());
+  REQUIRE(s.runs.size() == 2);
+  CHECK(pb::run_id_of(s.runs[0].args) == "7023609306f34dc6");
+  CHECK(pb::run_id_of(s.runs[1].args) == "d9271ebdcc4f891b");
+  // The same config spelled differently (defaults, number spelling, order) has the same id.
+  CHECK(pb::run_id_of({"--steps", "20", "--d-model", "16", "--task", "flipflop:p_ignore=0.80,len=8", "--lr", "1e-3"}) ==
+        pb::run_id_of(s.runs[0].args));
+  CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--pe", "bogus"}), Contains("unknown position encoding 'bogus'"));
+  CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--layers", "x"}), Contains("--layers"));
+  for (const auto& e : fs::directory_iterator(fs::path(__FILE__).parent_path().parent_path() / "sweeps")) {
+    INFO(e.path());
+    const pb::Sweep sweep = pb::parse_sweep(pb::read_file(e.path().string()), e.path().string(), pb::train_option_kinds());
+    CHECK(sweep.name == e.path().stem().string());
+    std::set<std::string> ids;
+    for (const auto& run : sweep.runs) ids.insert(pb::run_id_of(run.args));
+    CHECK(ids.size() == sweep.runs.size());
+  }
+}
+
+TEST_CASE("sweep: shards take every n-th run", "[sweep]") {
+  CHECK(pb::shard_indices(7, "1/3") == std::vector<size_t>{1, 4});
+  CHECK(pb::shard_indices(7, "0/1").size() == 7);
+  CHECK(pb::shard_indices(2, "2/3").empty());
+  CHECK_THROWS_WITH(pb::shard_indices(7, "3/3"), Contains("expected i/n with 0 <= i < n"));
+  CHECK_THROWS_WITH(pb::shard_indices(7, "a/b"), Contains("--shard 'a/b'"));
+}
+
+TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
+  const std::string head = "[sweep]\nname = \"t\"\ntask = \"flipflop\"\n";
+  CHECK_THROWS_WITH(parse(head + "[base]\nlayerz = 2\n"),
+                    Contains("x.toml:5: [base] layerz: unknown key; valid keys: batch, d_model, device, heads"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nd-model = 2\n"), Contains("x.toml:5: [base] d-model: unknown key"));
+  CHECK_THROWS_WITH(parse(head + "[grid]\nfoo.len = [2]\n"), Contains("x.toml:5: [grid] foo: unknown key"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nlayers = \"two\"\n"),
+                    Contains("x.toml:5: [base] layers: expected an integer, got a string"));
+  CHECK_THROWS_WITH(parse(head + "[grid]\nlr = [0.1, \"fast\"]\n"),
+                    Contains("x.toml:5: [grid] lr: expected a number, got a string"));
+  CHECK_THROWS_WITH(parse(head + "[grid]\nlayers = 2\n"), Contains("x.toml:5: [grid] layers: expected a list"));
+  CHECK_THROWS_WITH(parse(head + "[grid]\nlayers = []\n"), Contains("x.toml:5: [grid] layers: empty list"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nlayers = [1, 2]\n"), Contains("x.toml:5: [base] layers: lists go in [grid]"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nseed = 1\n"), Contains("x.toml:5: [base] seed: list the seeds"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nthreads = 1\n"), Contains("set by the sweep itself"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nlayers = 1\n[grid]\nlayers = [1]\n"),
+                    Contains("x.toml:7: [grid] layers: given twice"));
+  CHECK_THROWS_WITH(parse(head + "[base]\ntask = \"a5\"\n"), Contains("x.toml:5: [base] task: given twice"));
+  CHECK_THROWS_WITH(parse(head + "seedz = [1]\n"), Contains("x.toml:4: [sweep] seedz: unknown key"));
+  CHECK_THROWS_WITH(parse(head + "[grids]\n"), Contains("x.toml:4: unknown section or key 'grids'"));
+  CHECK_THROWS_WITH(parse(head + "[base]\nlayers = \n"), Contains("x.toml:5:"));
+  CHECK_THROWS_WITH(parse(head + "[base]\npe.x = 1\n"), Contains("x.toml: pe.KEY given without pe"));
+  CHECK_THROWS_WITH(parse("[sweep]\ntask = \"a\"\n"), Contains("x.toml: [sweep] needs name"));
+  CHECK_THROWS_WITH(parse("[sweep]\nname = \"../up\"\ntask = \"a\"\n"), Contains("x.toml:2: [sweep] name '../up'"));
+  CHECK_THROWS_WITH(parse("[sweep]\nname = \"t\"\n"), Contains("x.toml: no task"));
+}
+
+TEST_CASE("csv: round trip and quoting", "[sweep]") {
+  pb::Csv c;
+  c.header = {"a", "b,c", "d"};
+  c.rows = {{"1", "say \"hi\"", ""}, {"line\nbreak", "cr\r\nlf", " x "}, {"", "", ""}};
+  const std::string text = pb::write_csv(c);
+  CHECK(text == "a,\"b,c\",d\r\n1,\"say \"\"hi\"\"\",\r\n\"line\nbreak\",\"cr\r\nlf\", x \r\n,,\r\n");
+  const pb::Csv back = pb::parse_csv(text, "t.csv");
+  CHECK(back.header == c.header);
+  CHECK(back.rows == c.rows);
+  const pb::Csv lf = pb::parse_csv("x,y\n1,2\n3,\"4\"", "t.csv");  // LF endings, no final newline
+  CHECK(lf.rows == std::vector<std::vector<std::string>>{{"1", "2"}, {"3", "4"}});
+  CHECK(lf.column("y") == 1);
+  CHECK_THROWS_WITH(lf.column("z"), "no column 'z'; columns: x, y");
+}
+
+TEST_CASE("csv: malformed files give the line", "[sweep]") {
+  CHECK_THROWS_WITH(pb::parse_csv("a,b\n1,2\n3\n", "f.csv"), "f.csv:3: row has 1 fields, the header has 2");
+  CHECK_THROWS_WITH(pb::parse_csv("a,b\n1,\"2\n", "f.csv"), "f.csv:2: unterminated quoted field");
+  CHECK_THROWS_WITH(pb::parse_csv("a,b\n1,x\"y\n", "f.csv"), Contains("f.csv:2: quote inside an unquoted field"));
+  CHECK_THROWS_WITH(pb::parse_csv("a,b\n1,\"x\"y\n", "f.csv"), Contains("f.csv:2: unexpected 'y' after a closing quote"));
+  CHECK_THROWS_WITH(pb::parse_csv("", "f.csv"), "f.csv: empty CSV (expected a header row)");
+}
+
+TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
+  const fs::path d = fresh_dir("table");
+  const std::string csv = (d / "evals.csv").string();
+  pb::write_file_atomic(csv, evals_csv());
+  CHECK(cli({"table", csv, "--split", "val", "--where", "lr=0.001"}) ==
+        "*acc on val, mean ± sd over seeds*\n\n"
+        "| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
+        "| rope | 0.600 ± 0.141 | 0.800 ± 0.000 |\n"
+        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n");
+  CHECK(cli({"table", csv, "--split", "val", "--best-over", "lr"}) ==
+        "*acc on val, mean ± sd over seeds, best lr per cell*\n\n"
+        "| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
+        "| rope | 0.600 ± 0.141 | 0.900 ± 0.000 |\n"
+        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n");
+  CHECK(cli({"table", csv, "--split", "val_sparse", "--rows", "layers", "--cols", "pe"}) ==
+        "*acc on val_sparse, mean ± sd over seeds*\n\n"
+        "| layers \\ pe | rope |\n|---|---|\n| 1 | 0.999 ± 0.000 |\n");
+  CHECK(cli({"table", csv, "--split", "val", "--where", "lr=0.001", "--where", "seed=0", "--metric", "n"}) ==
+        "*n on val, mean ± sd over seeds*\n\n| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
+        "| rope | 1000 | 1000 |\n| path | 1000 | 1000 |\n");
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "val"}),
+                    Contains("pe=rope layers=1 has several rows for seed 0 that differ in: lr"));
+  CHECK_THROWS_WITH(cli({"table", csv}), Contains("several splits (val, val_sparse); choose one with --split"));
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "val", "--rows", "encoding"}),
+                    "no column 'encoding'; columns: sweep, run_id, task, len, pe, pe_name, layers, lr, seed, split, n, acc");
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "test"}), Contains("no rows match"));
+  pb::write_file_atomic(csv, "a,b\n1\n");
+  CHECK_THROWS_WITH(cli({"table", csv}), Contains("evals.csv:2: row has 1 fields, the header has 2"));
+}
+
+TEST_CASE("table: n shown when seeds differ; min-layers", "[sweep]") {
+  const fs::path d = fresh_dir("minlayers");
+  const std::string csv = (d / "evals.csv").string();
+  pb::Csv c;
+  c.header = {"pe", "len", "layers", "seed", "acc"};
+  // path reaches 0.9 at 1 layer for len 8 and at 2 for len 16; rope needs 3 for len 8, never for 16.
+  const std::vector<std::vector<std::string>> rows = {
+      {"path:block=64", "8", "1", "0", "0.95"}, {"path:block=64", "8", "2", "0", "0.99"}, {"path:block=64", "16", "1", "0", "0.5"},
+      {"path:block=64", "16", "2", "0", "0.91"}, {"rope:base=10000", "8", "1", "0", "0.4"}, {"rope:base=10000", "8", "2", "0", "0.89"},
+      {"rope:base=10000", "8", "3", "0", "0.93"}, {"rope:base=10000", "8", "3", "1", "0.95"}, {"rope:base=10000", "16", "3", "0", "0.6"}};
+  c.rows = rows;
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK(cli({"table", csv, "--min-layers", "0.9"}) ==
+        "*smallest layers with mean acc ≥ 0.9 (— none; blank: no runs)*\n\n"
+        "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
+  CHECK(cli({"table", csv, "--where", "len=8"}) ==
+        "*acc, mean ± sd over seeds*\n\n| pe \\ layers | 1 | 2 | 3 |\n|---|---|---|---|\n"
+        "| rope | 0.400 (n=1) | 0.890 (n=1) | 0.940 ± 0.014 (n=2) |\n| path | 0.950 (n=1) | 0.990 (n=1) |  |\n");
+}
+
+TEST_CASE("plot: deterministic, well-formed, one series per encoding", "[sweep]") {
+  const fs::path d = fresh_dir("plot");
+  const std::string csv = (d / "evals.csv").string();
+  pb::write_file_atomic(csv, evals_csv());
+  const std::string a = (d / "a.svg").string(), b = (d / "b.svg").string();
+  cli({"plot", csv, "--figure", "acc-vs-depth", "--split", "val", "-o", a});
+  cli({"plot", csv, "--figure", "acc-vs-depth", "--split", "val", "-o", b});
+  const std::string svg = pb::read_file(a);
+  CHECK(svg == pb::read_file(b));
+  CHECK(well_formed(svg));
+  CHECK(count(svg, "<g class=\"panel\"") == 1);
+  CHECK(count(svg, "<g class=\"series\"") == 2);
+  CHECK(count(svg, "data-pe=\"rope\"") == 1);
+  CHECK_THAT(svg, Contains("best lr per point"));
+  CHECK(svg.find("data-pe=\"rope\"") < svg.find("data-pe=\"path\""));  // legend/encoding order
+
+  // Error rates on a log axis: zero errors drawn as open markers.
+  cli({"plot", csv, "--figure", "error-rate", "--where", "lr=0.001", "-o", a});
+  const std::string err = pb::read_file(a);
+  CHECK(well_formed(err));
+  CHECK(count(err, "<g class=\"panel\"") == 2);  // one per depth
+  CHECK(count(err, "<g class=\"series\"") == 4);
+  CHECK_THAT(err, Contains("i.e. &lt; 1/n (n = 1000)"));
+  CHECK_THAT(err, Contains("fill=\"#ffffff\""));
+
+  // Two lengths: one panel each; acc-vs-length puts len on the x axis instead.
+  pb::Csv c = pb::parse_csv(evals_csv(), "x");
+  for (auto row : pb::parse_csv(evals_csv(), "x").rows) {
+    row[1] += "-16", row[2] = "flipflop:len=16", row[3] = "16";
+    c.rows.push_back(row);
+  }
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  cli({"plot", csv, "--figure", "acc-vs-depth", "--split", "val", "-o", a});
+  CHECK(count(pb::read_file(a), "<g class=\"panel\"") == 2);
+  cli({"plot", csv, "--figure", "acc-vs-length", "--split", "val", "-o", a});
+  const std::string len = pb::read_file(a);
+  CHECK(count(len, "<g class=\"panel\"") == 2);  // one per depth
+  CHECK(well_formed(len));
+
+  CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "acc-vs-depth", "-o", a}), Contains("several splits"));
+  CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "acc-vs-depth", "--split", "val", "--metric", "seq_acc", "-o", a}),
+                    Contains("no column 'seq_acc'; columns: sweep, run_id"));
+}
+
+TEST_CASE("collect: runs.csv and evals.csv from run directories", "[sweep]") {
+  const fs::path d = fresh_dir("collect");
+  const fs::path sweep = d / "runs" / "quick";
+  fs::create_directories(sweep / "aaaa");
+  fs::create_directories(sweep / "bbbb");
+  fs::create_directories(sweep / "cccc");
+  pb::write_file_atomic((sweep / "sweep.toml").string(), "");
+  pb::write_file_atomic((sweep / "aaaa" / "config.json").string(),
+                        R"({"task": "flipflop:len=8,p_ignore=0.8", "pe": "path", "layers": 1, "d_model": 16,
+                            "heads": 2, "lr": 0.001, "steps": 20, "batch": 4, "seed": 3, "device": "auto"})");
+  pb::write_file_atomic((sweep / "aaaa" / "meta.json").string(), R"({"commit": "abc123", "device": "cpu"})");
+  pb::write_file_atomic((sweep / "aaaa" / "result.json").string(),
+                        R"({"status": "ok", "error": null, "wall_s": 1.5, "final_loss": 0.25,
+                            "eval": {"val": {"acc": 0.9, "seq_acc": 0.5}}})");
+  pb::write_file_atomic((sweep / "aaaa" / "eval.jsonl").string(),
+                        "{\"step\": 10, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
+                        "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10}\n"
+                        "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
+                        "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10}\n"
+                        "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=16,p_ignore=0.8\", \"len\": 16, "
+                        "\"acc\": 1, \"seq_acc\": 1, \"n\": 200, \"n_seqs\": 10}\n");
+  pb::write_file_atomic((sweep / "bbbb" / "config.json").string(), R"({"task": "flipflop"})");  // pending
+  pb::write_file_atomic((sweep / "cccc" / "result.json").string(),
+                        R"({"status": "failed", "error": "killed by signal 9, \"x\"", "run_id": "cccc"})");
+  const std::string out = (d / "out").string();
+  cli({"collect", (d / "runs").string(), "-o", out});
+  const pb::Csv runs = pb::read_csv(out + "/runs.csv");
+  REQUIRE(runs.rows.size() == 2);
+  CHECK(runs.header.front() == "sweep");
+  const std::vector<std::string> tail(runs.header.end() - 6, runs.header.end());
+  CHECK(tail == std::vector<std::string>{"commit", "gpu_name", "task_len", "task_p_ignore", "acc_val", "seq_acc_val"});
+  auto get = [](const pb::Csv& c, size_t r, const char* col) { return c.rows[r][c.column(col)]; };
+  CHECK(get(runs, 0, "sweep") == "quick");
+  CHECK(get(runs, 0, "run_id") == "aaaa");
+  CHECK(get(runs, 0, "task_name") == "flipflop");
+  CHECK(get(runs, 0, "task_len") == "8");
+  CHECK(get(runs, 0, "lr") == "0.001");
+  CHECK(get(runs, 0, "device") == "cpu");
+  CHECK(get(runs, 0, "acc_val") == "0.9");
+  CHECK(get(runs, 1, "status") == "failed");
+  CHECK(get(runs, 1, "error") == "killed by signal 9, \"x\"");
+  const pb::Csv evals = pb::read_csv(out + "/evals.csv");
+  REQUIRE(evals.rows.size() == 2);
+  CHECK(get(evals, 0, "task") == "flipflop:len=8,p_ignore=0.8");
+  CHECK(get(evals, 0, "step") == "20");
+  CHECK(get(evals, 0, "acc") == "0.9");
+  CHECK(get(evals, 0, "error_rate") == "0.1");
+  CHECK(std::stod(get(evals, 0, "acc_ci_low")) == Approx(0.8256).margin(1e-4));
+  CHECK(std::stod(get(evals, 0, "acc_ci_high")) == Approx(0.9448).margin(1e-4));
+  CHECK(get(evals, 1, "len") == "16");
+  CHECK(get(evals, 1, "task_len") == "16");
+  CHECK(get(evals, 1, "train_task") == "flipflop:len=8,p_ignore=0.8");
+  CHECK(get(evals, 1, "error_rate") == "0");
+}
+
+TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[sweep]") {
+  const fs::path d = fresh_dir("sched");
+  auto job = [&](const std::string& name, const std::string& script) {
+    const std::string dir = (d / name).string();
+    return pb::Job{{"/bin/sh", "-c", script, "sh", dir}, dir, name, "label-" + name};
+  };
+  fs::create_directories(d / "ok");
+  pb::write_file_atomic((d / "ok" / "stale.txt").string(), "old");
+  const std::vector<pb::Job> jobs = {
+      job("ok", "echo hello; echo '{\"status\": \"ok\"}' > \"$1/result.json\""),
+      job("killed", "echo dying; kill -9 $$"),
+      job("exit3", "exit 3"),
+      job("own", "echo '{\"status\": \"failed\", \"error\": \"diverged? no: bad input\"}' > \"$1/result.json\"; exit 2"),
+      job("noexe", "exec /nonexistent/pathbench")};
+  const pb::JobsOutcome got = pb::run_jobs(jobs, 2, {"t", 5, 0, 0});
+  CHECK(got.done == 1);
+  CHECK(got.failed == 4);
+  CHECK(got.signal == 0);
+  CHECK_FALSE(fs::exists(d / "ok" / "stale.txt"));
+  CHECK(pb::read_file((d / "ok" / "log.txt").string()) == "hello\n");
+  CHECK(pb::run_state((d / "ok").string()) == "done");
+  auto error = [&](const char* name) {
+    return nlohmann::json::parse(pb::read_file((d / name / "result.json").string()))["error"].get<std::string>();
+  };
+  CHECK_THAT(error("killed"), Contains("killed by signal 9"));
+  CHECK(pb::read_file((d / "killed" / "log.txt").string()) == "dying\n");
+  CHECK(error("exit3") == "exited with status 3 without writing result.json");
+  CHECK(error("own") == "diverged? no: bad input");  // the child's own record is kept
+  CHECK(error("noexe") == "exited with status 127 without writing result.json");
+  CHECK(pb::run_state((d / "killed").string()) == "failed");
+  CHECK(pb::run_state((d / "none").string()) == "pending");
+}
+
+// ---- End to end, with the real `pathbench train` ----
+
+namespace {
+
+struct Child {
+  pid_t pid;
+  int status = -1;
+};
+
+Child spawn(const std::vector<std::string>& args, const fs::path& log) {
+  std::vector<char*> argv;
+  std::vector<std::string> all = {PATHBENCH_EXE};
+  all.insert(all.end(), args.begin(), args.end());
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::FILE* f = std::fopen(log.c_str(), "w");
+    ::dup2(::fileno(f), 1);
+    ::dup2(::fileno(f), 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return {pid};
+}
+
+int wait_exit(Child& c) {
+  ::waitpid(c.pid, &c.status, 0);
+  return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+}
+
+// The pid of a child process of `parent` (a running `train`), polling up to 60 s.
+pid_t find_child(pid_t parent) {
+  for (int tries = 0; tries < 60000; ++tries) {
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string stat;
+      try {
+        stat = pb::read_file((e.path() / "stat").string());
+      } catch (const pb::Error&) {
+        continue;
+      }
+      int ppid = 0;
+      std::sscanf(stat.c_str() + stat.rfind(')') + 2, "%*c %d", &ppid);
+      if (ppid == parent) return std::stoi(name);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 0;
+}
+
+const char* kE2eSweep = R"(
+[sweep]
+name = "e2e"
+task = "flipflop:len=8"
+seeds = [0, 1]
+[base]
+d_model = 16
+heads = 2
+steps = 300
+batch = 4
+eval_n = 64
+[grid]
+pe = ["rope", "path"]
+)";
+
+// run_id -> the "eval" object of its result.json, for every run of the e2e sweep under `out`.
+std::map<std::string, std::string> results(const fs::path& out) {
+  std::map<std::string, std::string> r;
+  for (const auto& e : fs::directory_iterator(out / "e2e"))
+    if (fs::exists(e.path() / "result.json")) {
+      const auto j = nlohmann::json::parse(pb::read_file((e.path() / "result.json").string()));
+      r[e.path().filename().string()] = j["status"].get<std::string>() + " " + j["eval"].dump();
+    }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sweep e2e: killed child recorded as failed, killed sweep resumes identically", "[sweep][e2e]") {
+  const fs::path d = fresh_dir("e2e");
+  const std::string file = (d / "e2e.toml").string();
+  pb::write_file_atomic(file, kE2eSweep);
+  const fs::path log = d / "sweep.log";
+
+  // Reference: an uninterrupted sweep.
+  Child ref = spawn({"sweep", file, "--out", (d / "ref").string(), "--jobs", "2"}, log);
+  REQUIRE(wait_exit(ref) == 0);
+  const auto expected = results(d / "ref");
+  REQUIRE(expected.size() == 4);
+  for (const auto& [id, r] : expected) CHECK(r.rfind("ok ", 0) == 0);
+  CHECK(pb::read_file((d / "ref" / "e2e" / "sweep.toml").string()) == kE2eSweep);
+
+  // SIGKILL one train child: recorded as failed, the sweep goes on (and exits non-zero).
+  Child a = spawn({"sweep", file, "--out", (d / "a").string(), "--jobs", "2"}, log);
+  const pid_t victim = find_child(a.pid);
+  REQUIRE(victim > 0);
+  ::kill(victim, SIGKILL);
+  CHECK(wait_exit(a) != 0);
+  auto got = results(d / "a");
+  REQUIRE(got.size() == 4);
+  size_t failed = 0;
+  for (const auto& [id, r] : got) {
+    if (r.rfind("failed", 0) != 0) continue;
+    ++failed;
+    const auto j = nlohmann::json::parse(pb::read_file((d / "a" / "e2e" / id / "result.json").string()));
+    CHECK_THAT(j["error"].get<std::string>(), Contains("killed by signal 9"));
+  }
+  CHECK(failed == 1);
+  Child retry = spawn({"sweep", file, "--out", (d / "a").string(), "--jobs", "2", "--retry-failed"}, log);
+  CHECK(wait_exit(retry) == 0);
+  CHECK(results(d / "a") == expected);
+
+  // SIGKILL the sweep itself mid-run: the run in flight stays pending and is redone from scratch.
+  Child b = spawn({"sweep", file, "--out", (d / "b").string(), "--jobs", "2"}, log);
+  REQUIRE(find_child(b.pid) > 0);
+  ::kill(b.pid, SIGKILL);
+  wait_exit(b);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the orphan dies by PDEATHSIG
+  CHECK(results(d / "b").size() < 4);
+  Child b2 = spawn({"sweep", file, "--out", (d / "b").string(), "--jobs", "2"}, log);
+  CHECK(wait_exit(b2) == 0);
+  CHECK(results(d / "b") == expected);
+
+  // SIGTERM: forwarded to the child, the sweep exits non-zero, nothing is recorded as failed.
+  Child c = spawn({"sweep", file, "--out", (d / "c").string(), "--jobs", "2"}, log);
+  REQUIRE(find_child(c.pid) > 0);
+  ::kill(c.pid, SIGTERM);
+  CHECK(wait_exit(c) != 0);
+  for (const auto& [id, r] : results(d / "c")) CHECK(r.rfind("ok ", 0) == 0);
+  CHECK(results(d / "c").size() < 4);
+  Child c2 = spawn({"sweep", file, "--out", (d / "c").string(), "--jobs", "2"}, log);
+  CHECK(wait_exit(c2) == 0);
+  CHECK(results(d / "c") == expected);
+
+  // A finished sweep runs nothing; --dry-run lists every run as done.
+  Child dry = spawn({"sweep", file, "--out", (d / "c").string(), "--dry-run"}, log);
+  CHECK(wait_exit(dry) == 0);
+  const std::string listed = pb::read_file(log.string());
+  CHECK_THAT(listed, Contains("4 runs: 4 done, 0 failed, 0 to run"));
+  for (const auto& [id, r] : expected) CHECK_THAT(listed, Contains(id + "\tdone\tseed="));
+}
