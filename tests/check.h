@@ -67,10 +67,12 @@ void require_close(const std::string& what, const std::vector<A>& a, const std::
 // Central finite differences of a scalar function of x, checked against `analytic` = dL/dx.
 // Checks at most `max_entries` entries spread over x (all when x is small).
 // Criterion: |analytic − numeric| ≤ 1e-7 + rtol·max(|analytic|, |numeric|).
+// `precise` uses the 4-point stencil (truncation error O(eps⁴) instead of O(eps²)), for functions
+// with large third derivatives (e.g. a whole model with PaTH's normalised w).
 inline void check_gradient(const std::string& what, std::vector<double>& x,
                            const std::vector<double>& analytic,
                            const std::function<double()>& loss, double rtol = 1e-5,
-                           size_t max_entries = 200, double eps = 1e-6) {
+                           size_t max_entries = 200, double eps = 1e-6, bool precise = false) {
   REQUIRE(x.size() == analytic.size());
   const size_t stride = std::max<size_t>(1, x.size() / max_entries);
   size_t bad = 0, n = 0;
@@ -78,12 +80,15 @@ inline void check_gradient(const std::string& what, std::vector<double>& x,
   std::string report;
   for (size_t i = 0; i < x.size(); i += stride, ++n) {
     const double saved = x[i];
-    x[i] = saved + eps;
-    const double lp = loss();
-    x[i] = saved - eps;
-    const double lm = loss();
-    x[i] = saved;
-    const double num = (lp - lm) / (2 * eps), a = analytic[i];
+    auto at = [&](double h) {
+      x[i] = saved + h;
+      const double l = loss();
+      x[i] = saved;
+      return l;
+    };
+    const double d1 = at(eps) - at(-eps);
+    const double num = precise ? (8 * d1 - (at(2 * eps) - at(-2 * eps))) / (12 * eps) : d1 / (2 * eps);
+    const double a = analytic[i];
     const double err = std::abs(a - num) / (1e-7 / rtol + std::max(std::abs(a), std::abs(num)));
     worst = std::max(worst, err);
     if (err > rtol && bad++ < 5) report += fmt::format("\n  [{}] analytic {:.10g} numeric {:.10g}", i, a, num);
