@@ -77,7 +77,7 @@ TEST_CASE("cli gen: bad input is one error line, exit 2, no output file", "[cli]
   check_error("gen --task flipflop --n 3", "--out is required");
 }
 
-TEST_CASE("cli gen: bin output is thread-count invariant and readable; jsonl has meta", "[cli]") {
+TEST_CASE("cli gen: bin output is thread-count invariant and readable, jsonl has meta", "[cli]") {
   TempDir dir("ok");
   const std::string task = "mqrar:n_keys=8,n_values=300,len=50,n_back=2";
   const RunResult r1 = run(dir, fmt::format("gen --task {} --n 500 --seed 4 --threads 1 --out {}", task, dir.file("a.bin")));

@@ -151,7 +151,7 @@ lr = [1e-3, 3e-4]
   CHECK(tasks.runs[3].label == "seed=0 task=b:x=1 task.len=8");
 }
 
-TEST_CASE("sweep: run ids through train's options are stable; built-in sweeps resolve", "[sweep]") {
+TEST_CASE("sweep: run ids through train's options are stable, built-in sweeps resolve", "[sweep]") {
   const pb::Sweep s = pb::parse_sweep(
       "[sweep]\nname = \"t\"\ntask = \"flipflop:len=8\"\n[base]\nd_model = 16\nsteps = 20\n[grid]\n"
       "pe = [\"rope\", \"path\"]\n", "t.toml", pb::train_option_kinds());
@@ -261,7 +261,7 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
   CHECK_THROWS_WITH(cli({"table", csv}), Contains("evals.csv:2: row has 1 fields, the header has 2"));
 }
 
-TEST_CASE("table: n shown when seeds differ; min-layers", "[sweep]") {
+TEST_CASE("table: n shown when seeds differ, min-layers", "[sweep]") {
   const fs::path d = fresh_dir("minlayers");
   const std::string csv = (d / "evals.csv").string();
   pb::Csv c;

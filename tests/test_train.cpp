@@ -132,7 +132,7 @@ TEST_CASE("attention command: matches the kernel, names missing and ill-shaped t
   fs::remove_all(dir);
 }
 
-TEST_CASE("train: --data gives the same run as on-the-fly data; a file of another task is refused", "[train][cli]") {
+TEST_CASE("train: --data gives the same run as on-the-fly data, a file of another task is refused", "[train][cli]") {
   const std::string dir = temp_dir("data");
   fs::create_directories(dir);
   REQUIRE(run_cli("gen --task flipflop:len=16 --split train --n 320 --seed 0 --format bin --out " + dir + "/d.bin").status == 0);
