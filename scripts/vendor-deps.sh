@@ -7,6 +7,5 @@ cd "$(dirname "$0")/.."
 mapfile -t libs < <(awk '!/^#/ && $1 == "lib" {print $2}' deps/debian-packages.txt)
 mkdir -p .deps
 (cd .deps && apt-get download "${libs[@]}")
-# libfmt-dev depends on the runtime package for its CMake config; header-only use needs no .so.
 for f in .deps/*.deb; do dpkg -x "$f" .deps; done
 echo "vendor-deps: unpacked ${#libs[@]} packages into .deps/usr" >&2

@@ -51,12 +51,13 @@ nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse
 
 }  // namespace
 
-// The paper's claim in miniature: one PaTH layer tracks the flip-flop state (it reaches 99.9% by
-// step 600 at this setting; 1-layer RoPE plateaus near 84% on the same budget).
+// The paper's claim in miniature: one PaTH layer tracks the flip-flop state. At this setting it
+// crosses 99% between steps 400 and 600 for seeds 0-3 on the development machine; the budget of
+// 2000 steps leaves room for other CPUs' rounding. (1-layer RoPE plateaus near 84% here.)
 TEST_CASE("train: a 1-layer PaTH model learns short flip-flop to >= 99%", "[train]") {
   const std::string dir = temp_dir("learn");
   TrainConfig c = small_config(dir);
-  c.pe = "path", c.steps = 800, c.batch = 32, c.d_model = 32, c.lr = 1e-3, c.warmup = 100, c.eval_n = 512;
+  c.pe = "path", c.steps = 2000, c.batch = 32, c.d_model = 32, c.lr = 1e-3, c.warmup = 100, c.eval_n = 512;
   resolve(c);
   REQUIRE(run_training(c) == 0);
   const auto r = read_json(dir + "/result.json");
