@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/scalar.h"
+
 namespace pb {
 
 template <class S>
@@ -25,11 +27,6 @@ using CMapV = Eigen::Map<const RowV<S>>;
 
 // Work (elements) below which an op runs on one thread: fork/join would cost more.
 constexpr int64_t kParallelMin = int64_t(1) << 15;
-
-template <class S>
-S sigmoid(S z) {
-  return S(1) / (S(1) + std::exp(-z));
-}
 
 // out (W) += Σ_n row_fn(n), where row_fn(n, acc) adds row n's contribution into acc (W).
 // Rows go in fixed chunks of kChunk; chunk partials are summed in chunk order.

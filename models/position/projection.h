@@ -1,10 +1,8 @@
 // The small per-head projections that encodings compute from the layer input x:
 // z = x W + b with W (C, H) and b (H), e.g. FoX's forget-gate logit or PaTH's β logit.
 #pragma once
-#include <algorithm>
-#include <cmath>
-
 #include "kernels/ops.h"
+#include "kernels/scalar.h"
 
 namespace pb {
 
@@ -26,17 +24,6 @@ void head_projection_backward(S* dx, S* dw, S* db, const S* dz, const S* x, cons
   matmul_backward(dx, dw, dz, x, w, N, C, H, GradMode::Accumulate);
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < H; ++h) db[h] += dz[n * H + h];
-}
-
-template <class S>
-S sigmoid(S z) {
-  return z >= 0 ? S(1) / (S(1) + std::exp(-z)) : std::exp(z) / (S(1) + std::exp(z));
-}
-
-// log σ(z), stable for large |z|.
-template <class S>
-S log_sigmoid(S z) {
-  return std::min(z, S(0)) - std::log1p(std::exp(-std::abs(z)));
 }
 
 }  // namespace pb
