@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "git_commit.h"
 #include "kernels/error.h"
 #include "runners/commands.h"
 

@@ -13,6 +13,7 @@
 #include "kernels/io.h"
 #include "kernels/ops.h"
 #include "kernels/safetensors.h"
+#include "git_commit.h"
 #include "runners/progress.h"
 #include "tasks/dataset_file.h"
 
