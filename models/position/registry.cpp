@@ -1,6 +1,8 @@
 // The position-encoding registry: one line per encoding in PB_POSITION_ENCODINGS. Each line names
 // the factory `<name>_encoding()` defined in models/position/<name>.cpp. The list feeds the CLI's
 // choices, `pathbench list`, CSV values and the tests, which walk it.
+#include <type_traits>
+
 #include "kernels/error.h"
 #include "models/position/position_encoding.h"
 
@@ -36,20 +38,18 @@ Spec resolve_encoding(std::string_view spec) {
   return resolve_spec(spec, encoding_schemas(), "position encoding");
 }
 
-template <>
-std::unique_ptr<PositionEncoding<float>> make_encoding<float>(std::string_view text) {
-  const Spec spec = resolve_encoding(text);
-  for (const auto& e : encodings())
-    if (e.schema.name == spec.name()) return e.make_f32(spec);
+template <class S>
+std::unique_ptr<PositionEncoding<S>> make_encoding(std::string_view text) {
+  const Spec spec = resolve_encoding(text);  // checks the name, so the entry exists
+  for (const auto& e : encodings()) {
+    if (e.schema.name != spec.name()) continue;
+    if constexpr (std::is_same_v<S, float>) return e.make_f32(spec);
+    else return e.make_f64(spec);
+  }
   fail("unknown position encoding '{}'", spec.name());
 }
 
-template <>
-std::unique_ptr<PositionEncoding<double>> make_encoding<double>(std::string_view text) {
-  const Spec spec = resolve_encoding(text);
-  for (const auto& e : encodings())
-    if (e.schema.name == spec.name()) return e.make_f64(spec);
-  fail("unknown position encoding '{}'", spec.name());
-}
+template std::unique_ptr<PositionEncoding<float>> make_encoding<float>(std::string_view);
+template std::unique_ptr<PositionEncoding<double>> make_encoding<double>(std::string_view);
 
 }  // namespace pb
