@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cli.h"
 #include "kernels/io.h"
 #include "tasks/dataset_file.h"
 
@@ -16,38 +17,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("pathbench-cli-{}-{}", name, ::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-// Runs `pathbench <args>` (args are shell words, quoted by the caller where needed).
-RunResult run(const TempDir& dir, const std::string& args) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const std::string cmd = fmt::format("'{}' {} >'{}' 2>'{}'", PATHBENCH_EXE, args, out, err);
-  const int status = std::system(cmd.c_str());
-  RunResult r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, pb::read_file(out), pb::read_file(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+using pb::test::RunResult;
+using pb::test::TempDir;
+using pb::test::run_pathbench;
 
 // Exit code 2, exactly one stderr line "pathbench: error: ..." containing `needle`, and the
 // directory holds no file afterwards (no output, no temporary).
 void check_error(const std::string& args, const std::string& needle) {
   TempDir dir("err");
-  const RunResult r = run(dir, fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
+  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
   INFO("args: " << args << "\nstderr: " << r.err);
   CHECK(r.code == 2);
   CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
@@ -80,11 +58,11 @@ TEST_CASE("cli gen: bad input is one error line, exit 2, no output file", "[cli]
 TEST_CASE("cli gen: bin output is thread-count invariant and readable, jsonl has meta", "[cli]") {
   TempDir dir("ok");
   const std::string task = "mqrar:n_keys=8,n_values=300,len=50,n_back=2";
-  const RunResult r1 = run(dir, fmt::format("gen --task {} --n 500 --seed 4 --threads 1 --out {}", task, dir.file("a.bin")));
+  const RunResult r1 = run_pathbench(fmt::format("gen --task {} --n 500 --seed 4 --threads 1 --out {}", task, dir.file("a.bin")));
   INFO(r1.err);
   REQUIRE(r1.code == 0);
   CHECK(r1.out.empty());  // the summary is human output, on stderr
-  REQUIRE(run(dir, fmt::format("gen --task {} --n 500 --seed 4 --threads 2 --out {}", task, dir.file("b.bin"))).code == 0);
+  REQUIRE(run_pathbench(fmt::format("gen --task {} --n 500 --seed 4 --threads 2 --out {}", task, dir.file("b.bin"))).code == 0);
   CHECK(pb::read_file(dir.file("a.bin")) == pb::read_file(dir.file("b.bin")));
   const pb::DatasetReader reader(dir.file("a.bin"));
   CHECK(reader.n() == 500);
@@ -92,7 +70,7 @@ TEST_CASE("cli gen: bin output is thread-count invariant and readable, jsonl has
   CHECK(reader.split() == "train");
   CHECK(reader.seed() == 4);
 
-  REQUIRE(run(dir, fmt::format("gen --task flipflop:len=8 --split val_dense --n 4 --format jsonl --out {}",
+  REQUIRE(run_pathbench(fmt::format("gen --task flipflop:len=8 --split val_dense --n 4 --format jsonl --out {}",
                                dir.file("c.jsonl"))).code == 0);
   const auto meta = nlohmann::json::parse(pb::read_file(dir.file("c.jsonl.meta.json")));
   CHECK(meta.at("task") == "flipflop:len=8,p_ignore=0.8");
@@ -107,7 +85,7 @@ TEST_CASE("cli gen: bin output is thread-count invariant and readable, jsonl has
 
 TEST_CASE("cli bench gen: prints tokens_per_s", "[cli]") {
   TempDir dir("bench");
-  const RunResult r = run(dir, "bench gen --task flipflop:len=64 --n 2000");
+  const RunResult r = run_pathbench("bench gen --task flipflop:len=64 --n 2000");
   INFO(r.err);
   CHECK(r.code == 0);
   CHECK(r.out.find("target=memory") != std::string::npos);

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <set>
 
+#include "cli.h"
 #include "kernels/error.h"
 #include "kernels/io.h"
 #include "kernels/spec.h"
@@ -305,17 +306,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under /tmp for one test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name)
-      : path(fs::temp_directory_path() / fmt::format("pathbench-test-{}-{}", name, ::getpid())) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+using pb::test::TempDir;
 
 void check_reader_matches(const pb::DatasetReader& r, const pb::Task& task, uint64_t seed, int split) {
   pb::Example got = task.make_example(seed, split, 0);

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "check.h"
+#include "cli.h"
 #include "kernels/io.h"
 #include "kernels/ops.h"
 #include "kernels/safetensors.h"
@@ -18,24 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Cmd {
-  int status;
-  std::string err;
-};
-
-Cmd run_cli(const std::string& args) {  // runs the pathbench binary, capturing stderr
-  const std::string errf = fs::temp_directory_path() / ("pb_test_err_" + std::to_string(::getpid()));
-  const int rc = std::system((std::string(PATHBENCH_EXE) + " " + args + " >/dev/null 2>" + errf).c_str());
-  Cmd c{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(errf)};
-  fs::remove(errf);
-  return c;
-}
-
-std::string temp_dir(const std::string& name) {
-  const auto d = fs::temp_directory_path() / ("pathbench_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
-}
+using test::run_pathbench;
+using test::RunResult;
+using test::TempDir;
 
 TrainConfig small_config(const std::string& out) {
   TrainConfig c;
@@ -55,7 +41,8 @@ nlohmann::json read_json(const std::string& path) { return nlohmann::json::parse
 // crosses 99% between steps 400 and 600 for seeds 0-3 on the development machine; the budget of
 // 2000 steps leaves room for other CPUs' rounding. (1-layer RoPE plateaus near 84% here.)
 TEST_CASE("train: a 1-layer PaTH model learns short flip-flop to >= 99%", "[train]") {
-  const std::string dir = temp_dir("learn");
+  const TempDir tmp("learn");
+  const std::string dir = tmp.path;
   TrainConfig c = small_config(dir);
   c.pe = "path", c.steps = 2000, c.batch = 32, c.d_model = 32, c.lr = 1e-3, c.warmup = 100, c.eval_n = 512;
   resolve(c);
@@ -64,11 +51,11 @@ TEST_CASE("train: a 1-layer PaTH model learns short flip-flop to >= 99%", "[trai
   INFO(r.dump(2));
   CHECK(r["status"] == "ok");
   CHECK(r["eval"]["val"]["acc"].get<double>() >= 0.99);
-  fs::remove_all(dir);
 }
 
 TEST_CASE("train: run directory contents, determinism and eval of the checkpoint", "[train]") {
-  const std::string a = temp_dir("det_a"), b = temp_dir("det_b");
+  const TempDir tmp_a("det_a"), tmp_b("det_b");
+  const std::string a = tmp_a.path, b = tmp_b.path;
   REQUIRE(run_training(small_config(a)) == 0);
   REQUIRE(run_training(small_config(b)) == 0);
   for (const char* f : {"config.json", "meta.json", "metrics.jsonl", "eval.jsonl", "model.safetensors", "result.json"})
@@ -79,24 +66,24 @@ TEST_CASE("train: run directory contents, determinism and eval of the checkpoint
   CHECK(read_file(a + "/model.safetensors") == read_file(b + "/model.safetensors"));
   CHECK(ra["run_id"] == run_id(small_config(a)));
   // The checkpoint loads back and evaluates to the same numbers, also at another length.
-  REQUIRE(run_cli("eval --run " + a + " --split val").status == 0);
+  REQUIRE(run_pathbench("eval --run " + a + " --split val").code == 0);
   const std::string last_eval = read_file(a + "/eval.jsonl");
   CHECK(last_eval.find("\"task\":\"flipflop:len=16,p_ignore=") != std::string::npos);
-  REQUIRE(run_cli("eval --run " + a + " --task flipflop:len=32 --split val_dense").status == 0);
+  REQUIRE(run_pathbench("eval --run " + a + " --task flipflop:len=32 --split val_dense").code == 0);
   CHECK(read_file(a + "/eval.jsonl").find("\"len\":32") != std::string::npos);
-  fs::remove_all(a), fs::remove_all(b);
 }
 
 TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]") {
-  const std::string dir = temp_dir("bad");
+  const TempDir tmp("bad");
+  const std::string dir = tmp.file("run");
   for (const std::string& args :
        {"train --task flipflop --pe ropex --out " + dir, "train --task flipflop --pe rope:bse=1 --out " + dir,
         "train --task flipflop --heads 3 --d-model 64 --out " + dir, "train --task flipflop --lr -1 --out " + dir,
         "train --task flipflop --steps abc --out " + dir, "train --task nope --out " + dir,
         "eval --run " + dir + "/missing", "attention --pe path --in " + dir + "/none.safetensors --out x"}) {
-    const Cmd c = run_cli(args);
+    const RunResult c = run_pathbench(args);
     INFO(args << " -> " << c.err);
-    CHECK(c.status == 2);
+    CHECK(c.code == 2);
     CHECK(c.err.rfind("pathbench: error: ", 0) == 0);
     CHECK(std::count(c.err.begin(), c.err.end(), '\n') == 1);
   }
@@ -104,8 +91,8 @@ TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]"
 }
 
 TEST_CASE("attention command: matches the kernel, names missing and ill-shaped tensors", "[train][cli]") {
-  const std::string dir = temp_dir("attn");
-  fs::create_directories(dir);
+  const TempDir tmp("attn");
+  const std::string dir = tmp.path;
   const int B = 1, T = 5, H = 2, D = 4;
   const std::vector<int64_t> s4{B, T, H, D}, s3{B, T, H};
   TensorMap in;
@@ -114,36 +101,34 @@ TEST_CASE("attention command: matches the kernel, names missing and ill-shaped t
   in["v"] = {"F64", s4, test::randn(B * T * H * D, 3)};
   in["do"] = {"F64", s4, test::randn(B * T * H * D, 4)};
   write_safetensors(dir + "/in.safetensors", in);
-  REQUIRE(run_cli("attention --pe nope --dtype f64 --in " + dir + "/in.safetensors --out " + dir + "/out.safetensors").status == 0);
+  REQUIRE(run_pathbench("attention --pe nope --dtype f64 --in " + dir + "/in.safetensors --out " + dir + "/out.safetensors").code == 0);
   const TensorMap out = read_safetensors(dir + "/out.safetensors");
   std::vector<double> o(B * T * H * D), lse(B * T * H);
   softmax_attention_forward(o.data(), lse.data(), in["q"].data.data(), in["k"].data.data(), in["v"].data.data(),
                             (const double*)nullptr, SoftmaxAttentionArgs{{B, T, H, D}, 0.5});
   test::require_close("o", out.at("o").data, o, 1e-14, 1e-14);
   CHECK(out.count("dq") == 1);
-  const Cmd missing = run_cli("attention --pe path --in " + dir + "/in.safetensors --out " + dir + "/o2.safetensors");
-  CHECK(missing.status == 2);
+  const RunResult missing = run_pathbench("attention --pe path --in " + dir + "/in.safetensors --out " + dir + "/o2.safetensors");
+  CHECK(missing.code == 2);
   CHECK(missing.err.find("no tensor 'w'") != std::string::npos);
   in["w"] = {"F64", {B, T, H}, test::randn(B * T * H, 5)};
   write_safetensors(dir + "/in.safetensors", in);
-  const Cmd shaped = run_cli("attention --pe path --in " + dir + "/in.safetensors --out " + dir + "/o2.safetensors");
-  CHECK(shaped.status == 2);
+  const RunResult shaped = run_pathbench("attention --pe path --in " + dir + "/in.safetensors --out " + dir + "/o2.safetensors");
+  CHECK(shaped.code == 2);
   CHECK(shaped.err.find("tensor 'w'") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/o2.safetensors"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("train: --data gives the same run as on-the-fly data, a file of another task is refused", "[train][cli]") {
-  const std::string dir = temp_dir("data");
-  fs::create_directories(dir);
-  REQUIRE(run_cli("gen --task flipflop:len=16 --split train --n 320 --seed 0 --format bin --out " + dir + "/d.bin").status == 0);
+  const TempDir tmp("data");
+  const std::string dir = tmp.path;
+  REQUIRE(run_pathbench("gen --task flipflop:len=16 --split train --n 320 --seed 0 --format bin --out " + dir + "/d.bin").code == 0);
   TrainConfig a = small_config(dir + "/fly"), b = small_config(dir + "/file");
   b.data = dir + "/d.bin";
   REQUIRE(run_training(a) == 0);
   REQUIRE(run_training(b) == 0);
   CHECK(read_json(dir + "/fly/result.json")["final_loss"] == read_json(dir + "/file/result.json")["final_loss"]);
-  const Cmd c = run_cli("train --task flipflop:len=32 --data " + dir + "/d.bin --steps 1 --out " + dir + "/x");
-  CHECK(c.status == 2);
+  const RunResult c = run_pathbench("train --task flipflop:len=32 --data " + dir + "/d.bin --steps 1 --out " + dir + "/x");
+  CHECK(c.code == 2);
   CHECK(c.err.find("holds split 'train' of task 'flipflop:len=16") != std::string::npos);
-  fs::remove_all(dir);
 }
