@@ -19,6 +19,7 @@ enum class GradMode { Overwrite, Accumulate };
 
 // ---------------------------------------------------------------------------------------------
 // Dense ops (kernels/cpu/{matmul,rmsnorm,swiglu,embedding,cross_entropy,adamw,short_conv,l2norm}.cpp)
+// The CUDA engine declares the same ops for float device pointers in kernels/cuda/ops.h.
 
 // y = x w  (+= when mode is Accumulate).
 template <class S>
@@ -75,10 +76,18 @@ void cross_entropy_forward(S* loss,             // (N)
                            const S* logits,     // (N, V)
                            const int32_t* targets,  // (N)
                            int N, int V);
-// dlogits = (softmax(logits) - onehot(target)) * scale on rows with a target, 0 elsewhere.
+// dlogits = (softmax(logits) - onehot(target)) * scale[0] on rows with a target, 0 elsewhere.
+// scale is a one-element buffer on the op's device (so a captured CUDA graph can reuse it).
 template <class S>
 void cross_entropy_backward(S* dlogits,         // (N, V), overwrite
-                            const S* logits, const int32_t* targets, int N, int V, double scale);
+                            const S* logits, const int32_t* targets, int N, int V, const S* scale);
+// mean[0] = Σ_{target ≥ 0} loss[n] / count, scale[0] = 1 / count (both 0 when count = 0).
+template <class S>
+void loss_mean(S* mean,                 // (1)
+               S* scale,                // (1)
+               const S* loss,           // (N)
+               const int32_t* targets,  // (N)
+               int N);
 
 // Causal depthwise convolution over time, width kShortConvWidth, then SiLU:
 //   y[b,t,c] = silu( Σ_{k<3} a[k,c] · u[b,t-k,c] ),  u[b,t<0,c] = 0
@@ -100,14 +109,47 @@ template <class S>
 void l2norm_backward(S* dx,          // overwrite
                      const S* dy, const S* x, int n_rows, int D, double eps);
 
-// AdamW on a flat buffer (decoupled weight decay; `decay_mask[i]` 0 turns it off for entry i).
+// out[0] = Σ x² (accumulated in double on the CPU), the squared gradient norm; non-finite when
+// any entry is.
+template <class S>
+void sum_squares(S* out,       // (1)
+                 const S* x,   // (n)
+                 int64_t n);
+
+// AdamW on a flat buffer (decoupled weight decay; `decay_mask[i]` 0 turns it off for entry i),
+// with gradient-norm clipping: g ← g · min(1, clip / sqrt(grad_norm_sq[0])) when clip > 0.
 struct AdamWArgs {
   double lr, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.0;
-  int64_t step = 1;  // 1-based, for bias correction
+  int64_t step = 1;   // 1-based, for bias correction
+  double clip = 0.0;  // max gradient norm; 0 turns clipping off
 };
 template <class S>
 void adamw_update(S* params, S* m, S* v, const S* grads, const uint8_t* decay_mask, int64_t n,
-                  const AdamWArgs& args);
+                  const AdamWArgs& args,
+                  const S* grad_norm_sq);  // (1) Σ g², read when args.clip > 0; may be null otherwise
+
+// ---------------------------------------------------------------------------------------------
+// Per-head gates of the position encodings (kernels/cpu/gates.cpp): biases and the sigmoid maps
+// that turn a logit z into FoX's log f or PaTH's β. Backward ops may run in place (dz == dy).
+
+// z[n, h] += b[h]
+template <class S>
+void add_bias(S* z, const S* b, int N, int H);           // z (N, H), b (H)
+// db[h] += Σ_n dz[n, h]
+template <class S>
+void bias_backward(S* db, const S* dz, int N, int H);    // db (H), dz (N, H)
+// y = log σ(z)
+template <class S>
+void log_sigmoid_forward(S* y, const S* z, int64_t n);
+// dz = dy · σ(−z)
+template <class S>
+void log_sigmoid_backward(S* dz, const S* dy, const S* z, int64_t n);
+// β = 2σ(z), clipped to 2 − clip when clip > 0
+template <class S>
+void beta_forward(S* beta, const S* z, int64_t n, double clip);
+// dz = dβ · 2σ(z)(1 − σ(z)), 0 where the clip is active
+template <class S>
+void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, double clip);
 
 // ---------------------------------------------------------------------------------------------
 // Attention (kernels/cpu/{rope,softmax_attention,stick_breaking,path_attention}.cpp)

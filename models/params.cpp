@@ -4,8 +4,8 @@
 
 namespace pb {
 
-template <class S>
-int64_t ParamStore<S>::add(const std::string& prefix, const ParamSpec& spec) {
+template <class E>
+int64_t ParamStore<E>::add(const std::string& prefix, const ParamSpec& spec) {
   int64_t size = 1;
   for (auto d : spec.shape) size *= d;
   const int64_t offset = entries.empty() ? 0 : entries.back().offset + entries.back().size;
@@ -15,30 +15,49 @@ int64_t ParamStore<S>::add(const std::string& prefix, const ParamSpec& spec) {
   return offset;
 }
 
-template <class S>
-void ParamStore<S>::allocate_and_init(uint64_t seed) {
+template <class E>
+void ParamStore<E>::allocate_and_init(uint64_t seed) {
   const int64_t n = entries.empty() ? 0 : entries.back().offset + entries.back().size;
-  params.assign(n, S(0));
-  grads.assign(n, S(0));
-  m.assign(n, S(0));
-  v.assign(n, S(0));
-  decay_mask.assign(n, 0);
+  std::vector<S> host(n, S(0));
+  std::vector<uint8_t> mask(n, 0);
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     Rng rng(seed, stream_id("init"), i);
     for (int64_t j = 0; j < e.size; ++j) {
-      S& p = params[e.offset + j];
+      S& p = host[e.offset + j];
       switch (e.spec.init) {
         case Init::Normal: p = S(0.02 * rng.normal()); break;
         case Init::Zeros: p = S(0); break;
         case Init::Ones: p = S(1); break;
       }
-      decay_mask[e.offset + j] = e.spec.decay;
+      mask[e.offset + j] = e.spec.decay;
     }
   }
+  for (auto* b : {&params, &grads, &m, &v}) {
+    b->resize(n);
+    E::zero(b->data(), n);
+  }
+  decay_mask.resize(n);
+  E::upload(decay_mask.data(), mask.data(), n);
+  from_host(host);
 }
 
-template struct ParamStore<float>;
-template struct ParamStore<double>;
+template <class E>
+std::vector<typename E::Scalar> ParamStore<E>::to_host() const {
+  std::vector<S> host(params.size());
+  E::download(host.data(), params.data(), host.size());
+  return host;
+}
+
+template <class E>
+void ParamStore<E>::from_host(const std::vector<S>& host) {
+  E::upload(params.data(), host.data(), host.size());
+}
+
+template struct ParamStore<Cpu32>;
+template struct ParamStore<Cpu64>;
+#if PATHBENCH_HAVE_CUDA
+template struct ParamStore<CudaEngine>;
+#endif
 
 }  // namespace pb

@@ -1,10 +1,13 @@
-// Parameters live in one flat buffer per model (params | grads | AdamW m | AdamW v), so the
-// optimizer, gradient clipping, checkpoints and (later) all-reduce treat "all parameters" as one
-// span. Layers and encodings receive non-owning pointers into it, in the order of their ParamSpecs.
+// Parameters live in one flat buffer per model (params | grads | AdamW m | AdamW v) in the
+// engine's memory, so the optimizer, gradient clipping, checkpoints and (later) all-reduce treat
+// "all parameters" as one span. Layers and encodings receive non-owning pointers into it, in the
+// order of their ParamSpecs.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "models/engine.h"
 
 namespace pb {
 
@@ -23,15 +26,23 @@ struct ParamEntry {
   int64_t size;
 };
 
-template <class S>
+template <class E>
 struct ParamStore {
+  using S = typename E::Scalar;
+  template <class T>
+  using Buf = typename E::template Buffer<T>;
+
   std::vector<ParamEntry> entries;
-  std::vector<S> params, grads, m, v;  // (n) each
-  std::vector<uint8_t> decay_mask;     // (n)
+  Buf<S> params, grads, m, v;  // (n) each
+  Buf<uint8_t> decay_mask;     // (n)
 
   int64_t add(const std::string& prefix, const ParamSpec& spec);  // returns its offset
-  void allocate_and_init(uint64_t seed);  // N(0, 0.02²) by a counter-based RNG per entry
+  // Zero grads and moments, params N(0, 0.02²) (or per Init) by a counter-based RNG per entry,
+  // drawn on the host, so every engine starts from the same numbers.
+  void allocate_and_init(uint64_t seed);
   int64_t size() const { return static_cast<int64_t>(params.size()); }
+  std::vector<S> to_host() const;              // the params
+  void from_host(const std::vector<S>& host);  // sets the params
 };
 
 }  // namespace pb

@@ -1,16 +1,13 @@
 #include "models/transformer.h"
 
-#include <algorithm>
-
 #include "kernels/error.h"
-#include "kernels/ops.h"
 
 namespace pb {
 
 constexpr double kNormEps = 1e-6;
 
-template <class S>
-Transformer<S>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+template <class E>
+Transformer<E>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   const int C = cfg.d_model, H = cfg.heads, V = cfg.vocab, F = cfg.ffn;
   if (V < 1) fail("model: vocabulary size must be >= 1, got {}", V);
   if (cfg.layers < 0) fail("model: layers must be >= 0, got {}", cfg.layers);
@@ -30,17 +27,19 @@ Transformer<S>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
     l.mlp_norm = params.add(p, {"mlp_norm", {C}, Init::Ones, false});
     l.w_up = params.add(p, {"w_up", {C, 2 * F}});   // [gate | up] halves for SwiGLU
     l.w_down = params.add(p, {"w_down", {F, C}});
-    l.pe = make_encoding<S>(cfg.pe);
+    l.pe = make_encoding<E>(cfg.pe);
     for (const auto& spec : l.pe->params({C, H, D_})) l.pe_params.push_back(params.add(p + "pe.", spec));
     layers_.push_back(std::move(l));
   }
   final_norm_ = params.add("", {"final_norm", {C}, Init::Ones, false});
   head_ = params.add("", {"head", {C, V}});
   params.allocate_and_init(seed);
+  loss_.resize(1);
+  scale_.resize(1);
 }
 
-template <class S>
-void Transformer<S>::resize(int B, int T) {
+template <class E>
+void Transformer<E>::resize(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
   const size_t N = size_t(B) * T, C = cfg_.d_model, HD = size_t(cfg_.heads) * D_, F = cfg_.ffn;
@@ -61,87 +60,123 @@ void Transformer<S>::resize(int B, int T) {
   dlogits_.resize(N * cfg_.vocab);
   loss_rows_.resize(N);
   argmax_.resize(N);
+  tokens_.resize(N);
+  targets_.resize(N);
 }
 
-template <class S>
-AttnInputs<S> Transformer<S>::attn_inputs(Layer& l, std::vector<const S*>& p) const {
+template <class E>
+AttnInputs<typename E::Scalar> Transformer<E>::attn_inputs(Layer& l, std::vector<const S*>& p) const {
   p.clear();
   for (auto off : l.pe_params) p.push_back(params.params.data() + off);
   return {B_, T_, {cfg_.d_model, cfg_.heads, D_}, l.h1.data(), l.q.data(), l.k.data(), l.v.data(), p};
 }
 
-template <class S>
-double Transformer<S>::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+template <class E>
+void Transformer<E>::set_batch(const int32_t* tokens, const int32_t* targets, int B, int T) {
   resize(B, T);
-  tokens_ = tokens, targets_ = targets;
-  const int N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
+  E::upload(tokens_.data(), tokens, size_t(B) * T);
+  E::upload(targets_.data(), targets, size_t(B) * T);
+}
+
+template <class E>
+double Transformer<E>::forward(const int32_t* tokens, const int32_t* targets, int B, int T) {
+  set_batch(tokens, targets, B, T);
+  run_forward();
+  S loss = 0;
+  E::download(&loss, loss_.data(), 1);
+  return double(loss);
+}
+
+template <class E>
+const int32_t* Transformer<E>::predictions() {
+  if constexpr (!E::on_device) {
+    return argmax_.data();
+  } else {
+    host_argmax_.resize(argmax_.size());
+    E::download(host_argmax_.data(), argmax_.data(), argmax_.size());
+    return host_argmax_.data();
+  }
+}
+
+template <class E>
+const typename E::Scalar* Transformer<E>::row_losses() {
+  if constexpr (!E::on_device) {
+    return loss_rows_.data();
+  } else {
+    host_loss_rows_.resize(loss_rows_.size());
+    E::download(host_loss_rows_.data(), loss_rows_.data(), loss_rows_.size());
+    return host_loss_rows_.data();
+  }
+}
+
+template <class E>
+void Transformer<E>::run_forward() {
+  const int B = B_, T = T_, N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* x0 = layers_.empty() ? x_final_.data() : layers_[0].x.data();
-  embedding_forward(x0, tokens, P + embed_, N, C);  // x = E[token]
+  E::embedding_forward(x0, tokens_.data(), P + embed_, N, C);  // x = E[token]
   std::vector<const S*> pe_params;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     S* out = i + 1 < layers_.size() ? layers_[i + 1].x.data() : x_final_.data();
-    rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps);
-    matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD);  // q = h1 Wq
-    matmul_forward(l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
-    matmul_forward(l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
+    E::rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps);
+    E::matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD);  // q = h1 Wq
+    E::matmul_forward(l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
+    E::matmul_forward(l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
     l.pe->forward(l.att.data(), attn_inputs(l, pe_params));     // att = attention(q, k, v)
-    l.x_mid = l.x;
-    matmul_forward(l.x_mid.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Accumulate);  // x_mid = x + att Wo
-    rmsnorm_forward(l.h2.data(), l.rstd2.data(), l.x_mid.data(), P + l.mlp_norm, N, C, kNormEps);
-    matmul_forward(l.ab.data(), l.h2.data(), P + l.w_up, N, C, 2 * F);  // [a | b] = h2 W_up
-    swiglu_forward(l.hh.data(), l.ab.data(), N, F);                    // hh = silu(a) ⊙ b
-    std::copy(l.x_mid.begin(), l.x_mid.end(), out);
-    matmul_forward(out, l.hh.data(), P + l.w_down, N, F, C, GradMode::Accumulate);  // out = x_mid + hh W_down
+    E::copy(l.x_mid.data(), l.x.data(), l.x.size());
+    E::matmul_forward(l.x_mid.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Accumulate);  // x_mid = x + att Wo
+    E::rmsnorm_forward(l.h2.data(), l.rstd2.data(), l.x_mid.data(), P + l.mlp_norm, N, C, kNormEps);
+    E::matmul_forward(l.ab.data(), l.h2.data(), P + l.w_up, N, C, 2 * F);  // [a | b] = h2 W_up
+    E::swiglu_forward(l.hh.data(), l.ab.data(), N, F);                    // hh = silu(a) ⊙ b
+    E::copy(out, l.x_mid.data(), l.x_mid.size());
+    E::matmul_forward(out, l.hh.data(), P + l.w_down, N, F, C, GradMode::Accumulate);  // out = x_mid + hh W_down
   }
-  rmsnorm_forward(hf_.data(), rstd_f_.data(), x_final_.data(), P + final_norm_, N, C, kNormEps);
-  matmul_forward(logits_.data(), hf_.data(), P + head_, N, C, V);  // logits = hf W_head
-  cross_entropy_forward(loss_rows_.data(), argmax_.data(), logits_.data(), targets, N, V);
-  n_targets_ = 0;
-  double total = 0;
-  for (int n = 0; n < N; ++n)
-    if (targets[n] >= 0) ++n_targets_, total += loss_rows_[n];
-  return n_targets_ ? total / n_targets_ : 0.0;
+  E::rmsnorm_forward(hf_.data(), rstd_f_.data(), x_final_.data(), P + final_norm_, N, C, kNormEps);
+  E::matmul_forward(logits_.data(), hf_.data(), P + head_, N, C, V);  // logits = hf W_head
+  E::cross_entropy_forward(loss_rows_.data(), argmax_.data(), logits_.data(), targets_.data(), N, V);
+  E::loss_mean(loss_.data(), scale_.data(), loss_rows_.data(), targets_.data(), N);  // mean over targets
 }
 
-template <class S>
-void Transformer<S>::backward() {
+template <class E>
+void Transformer<E>::backward() {
   const int N = B_ * T_, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* G = params.grads.data();
-  const double scale = n_targets_ ? 1.0 / n_targets_ : 0.0;
-  cross_entropy_backward(dlogits_.data(), logits_.data(), targets_, N, V, scale);
-  matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite);
-  rmsnorm_backward(dx_.data(), G + final_norm_, dh_.data(), x_final_.data(), rstd_f_.data(),
+  E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), N, V, scale_.data());
+  E::matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite);
+  E::rmsnorm_backward(dx_.data(), G + final_norm_, dh_.data(), x_final_.data(), rstd_f_.data(),
                    P + final_norm_, N, C, GradMode::Overwrite);  // dx = ∂L/∂x_final
   std::vector<const S*> pe_params;
   std::vector<S*> pe_grads;
   for (size_t i = layers_.size(); i-- > 0;) {
     Layer& l = layers_[i];
     // MLP branch: out = x_mid + swiglu(h2 W_up) W_down
-    matmul_backward(dhh_.data(), G + l.w_down, dx_.data(), l.hh.data(), P + l.w_down, N, F, C, GradMode::Overwrite);
-    swiglu_backward(dab_.data(), dhh_.data(), l.ab.data(), N, F);
-    matmul_backward(dh_.data(), G + l.w_up, dab_.data(), l.h2.data(), P + l.w_up, N, C, 2 * F, GradMode::Overwrite);
-    rmsnorm_backward(dx_.data(), G + l.mlp_norm, dh_.data(), l.x_mid.data(), l.rstd2.data(),
+    E::matmul_backward(dhh_.data(), G + l.w_down, dx_.data(), l.hh.data(), P + l.w_down, N, F, C, GradMode::Overwrite);
+    E::swiglu_backward(dab_.data(), dhh_.data(), l.ab.data(), N, F);
+    E::matmul_backward(dh_.data(), G + l.w_up, dab_.data(), l.h2.data(), P + l.w_up, N, C, 2 * F, GradMode::Overwrite);
+    E::rmsnorm_backward(dx_.data(), G + l.mlp_norm, dh_.data(), l.x_mid.data(), l.rstd2.data(),
                      P + l.mlp_norm, N, C, GradMode::Accumulate);  // dx = ∂L/∂x_mid
     // Attention branch: x_mid = x + attention(h1 Wq, h1 Wk, h1 Wv) Wo
-    matmul_backward(dbuf_.data(), G + l.wo, dx_.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Overwrite);
-    std::fill(dh_.begin(), dh_.end(), S(0));
+    E::matmul_backward(dbuf_.data(), G + l.wo, dx_.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Overwrite);
+    E::zero(dh_.data(), dh_.size());
     pe_grads.clear();
     for (auto off : l.pe_params) pe_grads.push_back(G + off);
     const AttnGrads<S> g{l.att.data(), dbuf_.data(), dh_.data(), dq_.data(), dk_.data(), dv_.data(), pe_grads};
     l.pe->backward(g, attn_inputs(l, pe_params));
-    matmul_backward(dh_.data(), G + l.wq, dq_.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Accumulate);
-    matmul_backward(dh_.data(), G + l.wk, dk_.data(), l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate);
-    matmul_backward(dh_.data(), G + l.wv, dv_.data(), l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate);
-    rmsnorm_backward(dx_.data(), G + l.attn_norm, dh_.data(), l.x.data(), l.rstd1.data(),
+    E::matmul_backward(dh_.data(), G + l.wq, dq_.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Accumulate);
+    E::matmul_backward(dh_.data(), G + l.wk, dk_.data(), l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate);
+    E::matmul_backward(dh_.data(), G + l.wv, dv_.data(), l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate);
+    E::rmsnorm_backward(dx_.data(), G + l.attn_norm, dh_.data(), l.x.data(), l.rstd1.data(),
                      P + l.attn_norm, N, C, GradMode::Accumulate);  // dx = ∂L/∂x
   }
-  embedding_backward(G + embed_, dx_.data(), tokens_, N, C);
+  E::embedding_backward(G + embed_, dx_.data(), tokens_.data(), N, C);
 }
 
-template class Transformer<float>;
-template class Transformer<double>;
+template class Transformer<Cpu32>;
+template class Transformer<Cpu64>;
+#if PATHBENCH_HAVE_CUDA
+template class Transformer<CudaEngine>;
+#endif
 
 }  // namespace pb

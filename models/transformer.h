@@ -1,7 +1,10 @@
 // A small decoder-only transformer, written out by hand (llm.c style): token embedding → L blocks of
 // [RMSNorm → attention with a position encoding → residual; RMSNorm → SwiGLU MLP → residual] →
 // RMSNorm → untied LM head → cross-entropy over the positions that have a target.
-// Templated on the scalar type: float for training, double for gradient checks.
+// Templated on the engine (models/engine.h): Cpu32 for CPU training, Cpu64 for gradient checks,
+// CudaEngine on the GPU. A training step is set_batch() then run_forward() and backward(), which
+// only enqueue engine ops (on the GPU: capturable in a CUDA graph); forward() does all three
+// steps of a forward pass and returns the loss on the host.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,31 +25,41 @@ struct ModelConfig {
   std::string pe = "rope";
 };
 
-template <class S>
+template <class E>
 class Transformer {
  public:
+  using S = typename E::Scalar;
+  template <class T>
+  using Buf = typename E::template Buffer<T>;
+
   Transformer(const ModelConfig& cfg, uint64_t seed);  // parameters N(0, 0.02²), norms 1, biases 0
 
-  // Forward over a batch: tokens and targets are (B, T); returns the mean cross-entropy over the
-  // positions with target ≥ 0 (0 if none) and keeps what backward() needs.
-  double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
+  // Copies a batch into the engine: tokens and targets are host arrays (B, T).
+  void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
+  // Forward over the batch: the mean cross-entropy over the positions with target ≥ 0 (0 if
+  // none) into loss_buffer(), keeping what backward() needs.
+  void run_forward();
   // Gradients of that mean loss, accumulated into params.grads (zero them first).
   void backward();
+  // set_batch + run_forward, then the loss on the host.
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
 
-  const int32_t* predictions() const { return argmax_.data(); }  // (B, T) after forward()
-  const S* logits() const { return logits_.data(); }              // (B, T, V)
-  const std::vector<S>& row_losses() const { return loss_rows_; }  // (B, T)
+  const S* loss_buffer() const { return loss_.data(); }  // (1) in the engine's memory
+  // After a forward pass, on the host: predicted tokens and per-position losses, (B, T) each.
+  const int32_t* predictions();
+  const S* row_losses();
+  const S* logits() const { return logits_.data(); }  // (B, T, V) in the engine's memory
 
-  ParamStore<S> params;
+  ParamStore<E> params;
   const ModelConfig& config() const { return cfg_; }
 
  private:
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo, mlp_norm, w_up, w_down;  // offsets into params
     std::vector<int64_t> pe_params;                             // offsets, in the encoding's order
-    std::unique_ptr<PositionEncoding<S>> pe;
-    std::vector<S> x, h1, q, k, v, att, x_mid, h2, ab, hh;       // saved activations, see .cpp
-    std::vector<S> rstd1, rstd2;                                // (B·T)
+    std::unique_ptr<PositionEncoding<E>> pe;
+    Buf<S> x, h1, q, k, v, att, x_mid, h2, ab, hh;               // saved activations, see .cpp
+    Buf<S> rstd1, rstd2;                                        // (B·T)
   };
   void resize(int B, int T);
   AttnInputs<S> attn_inputs(Layer& l, std::vector<const S*>& p) const;
@@ -56,12 +69,12 @@ class Transformer {
   int64_t embed_, final_norm_, head_;
   std::vector<Layer> layers_;
   int B_ = 0, T_ = 0;
-  const int32_t* tokens_ = nullptr;
-  const int32_t* targets_ = nullptr;
-  int64_t n_targets_ = 0;
-  std::vector<S> x_final_, hf_, rstd_f_, logits_, loss_rows_;
-  std::vector<int32_t> argmax_;
-  std::vector<S> dx_, dh_, dbuf_, dq_, dk_, dv_, dlogits_, dab_, dhh_;  // backward scratch
+  Buf<int32_t> tokens_, targets_, argmax_;  // (B, T)
+  Buf<S> loss_, scale_;                     // (1): mean loss, 1 / number of targets
+  Buf<S> x_final_, hf_, rstd_f_, logits_, loss_rows_;
+  Buf<S> dx_, dh_, dbuf_, dq_, dk_, dv_, dlogits_, dab_, dhh_;  // backward scratch
+  std::vector<int32_t> host_argmax_;  // host copies for predictions() / row_losses()
+  std::vector<S> host_loss_rows_;
 };
 
 }  // namespace pb

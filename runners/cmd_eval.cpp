@@ -13,7 +13,7 @@ namespace pb {
 
 void add_eval_command(CLI::App& app) {
   struct Opts {
-    std::string run, split, task;
+    std::string run, split, task, device = "auto";
     int n = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -22,6 +22,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--split", o->split, "one split (default: every eval split)");
   cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)");
   cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n)");
+  cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([o] {
     const std::string config_path = o->run + "/config.json";
     nlohmann::json j;
@@ -37,19 +38,23 @@ void add_eval_command(CLI::App& app) {
       fail("--task '{}' has {} tokens but the run was trained with {} ('{}')", task->spec().canonical(),
            task->vocab_size(), train_task->vocab_size(), cfg.task);
     if (o->n < 0) fail("--n must be >= 1, got {}", o->n);
-    Transformer<float> model(model_config(cfg, *task), cfg.seed);
-    load_checkpoint(model, o->run + "/model.safetensors");
+    cfg.device = o->device;
+    const std::string device = select_device(cfg);
     std::vector<int> splits;
     if (!o->split.empty()) splits.push_back(task->split_index(o->split));
     for (int s = 1; o->split.empty() && s < int(task->splits().size()); ++s) splits.push_back(s);
-    for (int s : splits) {
-      const EvalResult r = evaluate(model, *task, s, o->n ? o->n : cfg.eval_n, cfg.batch);
-      auto row = r.to_json();
-      row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
-      row["len"] = task->seq_len();
-      append_line(o->run + "/eval.jsonl", row.dump());
-      fmt::print("{}\n", row.dump());
-    }
+    with_engine(device, [&](auto engine) {
+      Transformer<decltype(engine)> model(model_config(cfg, *task), cfg.seed);
+      load_checkpoint(model, o->run + "/model.safetensors");
+      for (int s : splits) {
+        const EvalResult r = evaluate(model, *task, s, o->n ? o->n : cfg.eval_n, cfg.batch);
+        auto row = r.to_json();
+        row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
+        row["len"] = task->seq_len();
+        append_line(o->run + "/eval.jsonl", row.dump());
+        fmt::print("{}\n", row.dump());
+      }
+    });
   });
 }
 

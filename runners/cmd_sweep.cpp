@@ -3,10 +3,13 @@
 // sweep directory.
 #include <sched.h>
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <memory>
 #include <set>
 
+#include "kernels/device.h"
 #include "kernels/error.h"
 #include "kernels/io.h"
 #include "runners/commands.h"
@@ -19,8 +22,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct SweepOptions {
-  std::string file, out = "runs", shard;
-  size_t jobs = 1;
+  std::string file, out = "runs", shard, gpus;
+  size_t jobs = 1, jobs_per_gpu = 0;
   bool dry_run = false, retry_failed = false;
 };
 
@@ -30,7 +33,43 @@ size_t cpu_count() {
   return 1;
 }
 
+// The GPUs of --gpus: "all" or a comma-separated list of device indices.
+std::vector<int> parse_gpus(const std::string& text) {
+  const int n = cuda_device_count();
+  if (!cuda_built()) fail("--gpus: this build has no CUDA engine (build with nvcc present)");
+  if (n == 0) fail("--gpus {}: no CUDA device is visible on this machine", text);
+  std::vector<int> gpus;
+  if (text == "all") {
+    for (int g = 0; g < n; ++g) gpus.push_back(g);
+    return gpus;
+  }
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, end - start);
+    int g = -1;
+    const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
+    if (ec != std::errc() || p != item.data() + item.size() || g < 0 || g >= n)
+      fail("--gpus needs 'all' or device indices 0..{} separated by commas, got '{}'", n - 1, text);
+    gpus.push_back(g);
+    start = end + 1;
+  }
+  return gpus;
+}
+
+// One slot per run that may run at once: --jobs on the CPU, or --jobs-per-gpu per GPU of --gpus
+// (each pinned to its GPU through CUDA_VISIBLE_DEVICES).
+std::vector<std::string> slots_of(const SweepOptions& o) {
+  if (o.gpus.empty() && o.jobs_per_gpu == 0) return std::vector<std::string>(o.jobs, "");
+  std::vector<std::string> slots;
+  for (int g : parse_gpus(o.gpus.empty() ? "all" : o.gpus))
+    for (size_t k = 0; k < std::max<size_t>(1, o.jobs_per_gpu); ++k)
+      slots.push_back("CUDA_VISIBLE_DEVICES=" + std::to_string(g));
+  return slots;
+}
+
 void run_sweep(const SweepOptions& o) {
+  const std::vector<std::string> slots = slots_of(o);
+  const bool on_gpus = !slots.front().empty();
   const std::string text = read_file(o.file);
   Sweep sweep = parse_sweep(text, o.file, train_option_kinds());
   const std::string sweep_dir = (fs::path(o.out) / sweep.name).string();
@@ -54,7 +93,7 @@ void run_sweep(const SweepOptions& o) {
     ids.push_back(id);
   }
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
-  const size_t threads = std::max<size_t>(1, cpu_count() / o.jobs);
+  const size_t threads = std::max<size_t>(1, cpu_count() / slots.size());
   SweepProgress before{sweep.name, 0, 0, 0};
   size_t n_pending = 0;
   for (const size_t i : shard_indices(runs.size(), o.shard.empty() ? "0/1" : o.shard)) {
@@ -70,6 +109,8 @@ void run_sweep(const SweepOptions& o) {
       std::vector<std::string> argv = {exe, "train"};
       argv.insert(argv.end(), r.args.begin(), r.args.end());
       argv.insert(argv.end(), {"--threads", std::to_string(threads), "--out", dir});
+      if (on_gpus && std::find(argv.begin(), argv.end(), "--device") == argv.end())
+        argv.insert(argv.end(), {"--device", "cuda"});
       jobs.push_back({std::move(argv), dir, ids[i], r.label});
     }
   }
@@ -79,7 +120,7 @@ void run_sweep(const SweepOptions& o) {
   if (o.dry_run) return;
   fs::create_directories(sweep_dir);
   write_file_atomic((fs::path(sweep_dir) / "sweep.toml").string(), text);
-  const JobsOutcome got = run_jobs(jobs, o.jobs, before);
+  const JobsOutcome got = run_jobs(jobs, slots, before);
   if (got.signal)
     fail("sweep {} stopped by {}; runs in flight are pending: rerun the same command to finish it",
          sweep.name, strsignal(got.signal));
@@ -100,6 +141,9 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--jobs", o->jobs, "runs at once; each gets CPU threads / N")
       ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpus", o->gpus, "run on GPUs: 'all' or indices '0,1,...' (runs get --device cuda)");
+  cmd->add_option("--jobs-per-gpu", o->jobs_per_gpu, "runs at once on each GPU (implies --gpus all)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs (id, state, values) on stdout; run nothing");

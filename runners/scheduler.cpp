@@ -42,10 +42,21 @@ struct Running {
   pid_t pid;
   const Job* job;
   double start;
+  size_t slot;
 };
 
-// Starts `job` in a fresh directory; the child's stdout and stderr go to log.txt.
-Running launch(const Job& job, const sigset_t& child_mask) {
+// This process's environment with `extra` ("NAME=value") added or replacing NAME.
+std::vector<std::string> environment_with(const std::string& extra) {
+  std::vector<std::string> env;
+  const std::string name = extra.substr(0, extra.find('=') + 1);
+  for (char** e = environ; *e; ++e)
+    if (extra.empty() || std::string(*e).rfind(name, 0) != 0) env.emplace_back(*e);
+  if (!extra.empty()) env.push_back(extra);
+  return env;
+}
+
+// Starts `job` in a fresh directory in `slot`; the child's stdout and stderr go to log.txt.
+Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
   fs::remove_all(job.dir);
   fs::create_directories(job.dir);
   const std::string log = job.dir + "/log.txt";
@@ -54,6 +65,10 @@ Running launch(const Job& job, const sigset_t& child_mask) {
   std::vector<char*> argv;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const std::vector<std::string> env_strings = environment_with(slot_env);
+  std::vector<char*> envp;
+  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) fail("cannot start a run: fork: {}", std::strerror(errno));
@@ -66,13 +81,13 @@ Running launch(const Job& job, const sigset_t& child_mask) {
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::dprintf(2, "pathbench sweep: cannot run '%s': %s\n", argv[0], std::strerror(errno));
     ::_exit(127);
   }
   ::setpgid(pid, pid);
   ::close(fd);
-  return {pid, &job, now_s()};
+  return {pid, &job, now_s(), slot};
 }
 
 void signal_group(pid_t pid, int sig) {
@@ -137,7 +152,8 @@ std::string run_state(const std::string& dir) {
   return result.value("status", "") == "failed" ? "failed" : "done";
 }
 
-JobsOutcome run_jobs(const std::vector<Job>& jobs, size_t parallel, const SweepProgress& before) {
+JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
+                     const SweepProgress& before) {
   sigset_t waited, child_mask;
   sigemptyset(&waited);
   sigemptyset(&child_mask);
@@ -150,9 +166,10 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, size_t parallel, const SweepP
   size_t next = 0;
   double kill_at = 0;
   bool changed = true;  // print the first line
+  std::vector<bool> busy(slots.size(), false);
   while (true) {
-    while (out.signal == 0 && running.size() < parallel && next < jobs.size())
-      running.push_back(launch(jobs[next++], child_mask));
+    for (size_t slot = 0; slot < slots.size() && out.signal == 0 && next < jobs.size(); ++slot)
+      if (!busy[slot]) busy[slot] = true, running.push_back(launch(jobs[next++], child_mask, slot, slots[slot]));
     progress.show(out.done, out.failed, running.size(), changed);
     changed = false;
     if (running.empty()) break;
@@ -178,6 +195,7 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, size_t parallel, const SweepP
       }
       const Job& job = *running[i].job;
       const double wall = now_s() - running[i].start;
+      busy[running[i].slot] = false;
       running.erase(running.begin() + static_cast<long>(i));
       const std::string result = job.dir + "/result.json";
       if (!fs::exists(result) && out.signal) continue;  // stopped: pending

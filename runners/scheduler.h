@@ -29,7 +29,10 @@ struct JobsOutcome {
   int signal = 0;                 // SIGINT or SIGTERM if the sweep was stopped, else 0
 };
 
-JobsOutcome run_jobs(const std::vector<Job>& jobs, size_t parallel, const SweepProgress& before);
+// Runs the jobs with one job per slot at a time. A slot's string is added to the environment of
+// the jobs it runs (e.g. "CUDA_VISIBLE_DEVICES=1" pins them to GPU 1; "" adds nothing).
+JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
+                     const SweepProgress& before);
 
 // "done" (status ok or diverged), "failed" or "pending" (no result.json) of a run directory.
 std::string run_state(const std::string& dir);

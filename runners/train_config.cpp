@@ -28,7 +28,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--eval-every", c.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str();
   cmd.add_option("--eval-n", c.eval_n, "examples per evaluation split")->capture_default_str();
   cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
-  cmd.add_option("--device", c.device, "auto | cpu | cuda")->capture_default_str();
+  cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
+  cmd.add_flag("--tf32", c.tf32, "GPU: matmuls on TF32 tensor cores (fp32 storage and accumulation)");
   cmd.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
 }
 
@@ -66,6 +67,7 @@ nlohmann::json semantic_json(const TrainConfig& c) {
 nlohmann::json to_json(const TrainConfig& c) {
   auto j = semantic_json(c);
   j["device"] = c.device;
+  j["tf32"] = c.tf32;
   j["threads"] = c.threads;
   j["out"] = c.out;
   return j;

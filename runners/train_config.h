@@ -29,6 +29,7 @@ struct TrainConfig {
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
   // Not part of the run id:
   std::string device = "auto";  // auto | cpu | cuda
+  bool tf32 = false;            // GPU matmuls on TF32 tensor cores (fp32 storage and accumulation)
   int threads = 0;              // CPU threads (0: all cores)
   std::string out;              // run directory
 };

@@ -7,15 +7,20 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
+#include <tuple>
 
 #include "kernels/device.h"
 #include "kernels/error.h"
 #include "kernels/io.h"
-#include "kernels/ops.h"
 #include "kernels/safetensors.h"
 #include "git_commit.h"
 #include "runners/progress.h"
+#include "runners/train_step.h"
 #include "tasks/dataset_file.h"
+#if PATHBENCH_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace pb {
 
@@ -69,18 +74,93 @@ std::string now_iso() {
   return buf;
 }
 
-nlohmann::json meta_json(const TrainConfig& cfg) {
+nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
-          {"device", "cpu"},   {"gpu_name", ""},
+          {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(0) : ""},
+          {"tf32", device == "cuda" && cfg.tf32},
           {"threads", omp_get_max_threads()}, {"hostname", host},
           {"start_time", now_iso()}};
 }
 
+// The training loop of run_training on engine E: fills `result` (status, error, steps, loss).
+template <class E>
+void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
+           nlohmann::json& result, double& loss, int& step, const std::function<double()>& elapsed) {
+  Transformer<E> model(model_config(cfg, task), cfg.seed);
+  TrainStep<E> train_step(model);
+  const int T = task.seq_len(), train_split = 0;
+  const int64_t tokens_per_step = int64_t(cfg.batch) * T;
+  Progress progress(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe));
+  Batch batch;
+
+  auto run_evals = [&](int at_step) {
+    nlohmann::json evals = nlohmann::json::object();
+    for (int s = 1; s < int(task.splits().size()); ++s) {
+      const EvalResult r = evaluate(model, task, s, cfg.eval_n, cfg.batch);
+      auto row = r.to_json();
+      row["step"] = at_step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = T;
+      append_line(dir + "eval.jsonl", row.dump());
+      evals[r.split] = r.to_json();
+      progress.note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
+    }
+    return evals;
+  };
+  auto fill = [&](int s) {  // the batch of step s
+    fill_batch(batch, task, cfg.seed, train_split, uint64_t(s - 1) * cfg.batch, cfg.batch, data);
+  };
+
+  try {
+    fill(1);
+    for (step = 1; step <= cfg.steps; ++step) {
+      model.set_batch(batch.input.data(), batch.target.data(), cfg.batch, T);
+      const double lr = learning_rate(cfg, step);
+      train_step.launch(AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
+      if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
+      double grad_norm;
+      std::tie(loss, grad_norm) = train_step.wait();
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        result["status"] = "diverged";
+        result["error"] = fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}", loss, grad_norm, step);
+        break;
+      }
+      const double tps = tokens_per_step * step / elapsed();
+      if (progress.update(step, loss, tps) || step == cfg.steps)
+        append_line(dir + "metrics.jsonl",
+                    nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                                   {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
+      if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) run_evals(step);
+    }
+    if (result["status"] == "ok") {
+      step = cfg.steps;
+      result["eval"] = run_evals(cfg.steps);
+      save_checkpoint(model, dir + "model.safetensors");
+    }
+  } catch (const std::exception& e) {
+    result["status"] = "failed";
+    result["error"] = e.what();
+  }
+  progress.finish();
+}
+
 }  // namespace
 
-EvalResult evaluate(Transformer<float>& model, const Task& task, int split, int n_examples, int batch) {
+std::string select_device(const TrainConfig& cfg) {
+  const bool gpu = cuda_built() && cuda_device_count() > 0;
+  if (cfg.device == "cuda" && !cuda_built())
+    fail("--device cuda: this build has no CUDA engine (build with nvcc present, -DPATHBENCH_CUDA=ON)");
+  if (cfg.device == "cuda" && !gpu) fail("--device cuda: no CUDA device is visible on this machine");
+  const std::string device = cfg.device == "cpu" || !gpu ? "cpu" : "cuda";
+  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+#if PATHBENCH_HAVE_CUDA
+  if (device == "cuda") cuda::set_tf32(cfg.tf32);
+#endif
+  return device;
+}
+
+template <class E>
+EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch) {
   EvalResult r;
   r.split = task.splits()[split];
   const int T = task.seq_len();
@@ -92,7 +172,7 @@ EvalResult evaluate(Transformer<float>& model, const Task& task, int split, int 
     fill_batch(b, task, kEvalSeed, split, first, B);
     model.forward(b.input.data(), b.target.data(), B, T);
     const int32_t* pred = model.predictions();
-    const auto& losses = model.row_losses();
+    const auto* losses = model.row_losses();
     for (int i = 0; i < B; ++i) {
       bool all = true;
       for (int t = 0; t < T; ++t) {
@@ -112,30 +192,46 @@ EvalResult evaluate(Transformer<float>& model, const Task& task, int split, int 
   return r;
 }
 
-void save_checkpoint(const Transformer<float>& model, const std::string& path) {
+template <class E>
+void save_checkpoint(const Transformer<E>& model, const std::string& path) {
+  const auto params = model.params.to_host();
   TensorMap m;
   for (const auto& e : model.params.entries) {
     Tensor t;
     t.shape = e.spec.shape;
-    t.data.assign(model.params.params.begin() + e.offset, model.params.params.begin() + e.offset + e.size);
+    t.data.assign(params.begin() + e.offset, params.begin() + e.offset + e.size);
     m.emplace(e.spec.name, std::move(t));
   }
   write_safetensors(path, m, {{"format", "pathbench"}});
 }
 
-void load_checkpoint(Transformer<float>& model, const std::string& path) {
+template <class E>
+void load_checkpoint(Transformer<E>& model, const std::string& path) {
   const TensorMap m = read_safetensors(path);
+  std::vector<typename E::Scalar> params(model.params.size());
   for (const auto& e : model.params.entries) {
     const Tensor& t = require_tensor(m, e.spec.name, e.spec.shape, path);
-    std::copy(t.data.begin(), t.data.end(), model.params.params.begin() + e.offset);
+    std::copy(t.data.begin(), t.data.end(), params.begin() + e.offset);
   }
+  model.params.from_host(params);
 }
+
+#define PB_INSTANTIATE(E)                                                                 \
+  template EvalResult evaluate<E>(Transformer<E>&, const Task&, int, int, int);           \
+  template void save_checkpoint<E>(const Transformer<E>&, const std::string&);            \
+  template void load_checkpoint<E>(Transformer<E>&, const std::string&);
+PB_INSTANTIATE(Cpu32)
+#if PATHBENCH_HAVE_CUDA
+PB_INSTANTIATE(CudaEngine)
+#endif
+#undef PB_INSTANTIATE
 
 int run_training(const TrainConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  if (cfg.device == "cuda") fail("--device cuda: this build trains on the CPU only (the CUDA engine is not written yet)");
-  if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
+  const std::function<double()> elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const std::string device = select_device(cfg);
   const auto task = make_task(cfg.task);
   std::unique_ptr<DatasetReader> data;
   if (!cfg.data.empty()) {
@@ -150,69 +246,14 @@ int run_training(const TrainConfig& cfg) {
   auto config = to_json(cfg);
   config["run_id"] = run_id(cfg);
   write_file_atomic(dir + "config.json", config.dump(2) + "\n");
-  write_file_atomic(dir + "meta.json", meta_json(cfg).dump(2) + "\n");
+  write_file_atomic(dir + "meta.json", meta_json(cfg, device).dump(2) + "\n");
 
   nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
-  Transformer<float> model(model_config(cfg, *task), cfg.seed);
-  auto& P = model.params;
-  const int T = task->seq_len(), train_split = 0;
-  const int64_t tokens_per_step = int64_t(cfg.batch) * T;
-  Progress progress(cfg.steps, fmt::format("{} {}", task->spec().canonical(), cfg.pe));
-  Batch batch;
   double loss = 0;
   int step = 0;
-
-  auto run_evals = [&](int at_step) {
-    nlohmann::json evals = nlohmann::json::object();
-    for (int s = 1; s < int(task->splits().size()); ++s) {
-      const EvalResult r = evaluate(model, *task, s, cfg.eval_n, cfg.batch);
-      auto row = r.to_json();
-      row["step"] = at_step, row["split"] = r.split, row["task"] = task->spec().canonical(), row["len"] = T;
-      append_line(dir + "eval.jsonl", row.dump());
-      evals[r.split] = r.to_json();
-      progress.note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
-    }
-    return evals;
-  };
-
-  try {
-    for (step = 1; step <= cfg.steps; ++step) {
-      fill_batch(batch, *task, cfg.seed, train_split, uint64_t(step - 1) * cfg.batch, cfg.batch, data.get());
-      std::fill(P.grads.begin(), P.grads.end(), 0.0f);
-      loss = model.forward(batch.input.data(), batch.target.data(), cfg.batch, T);
-      model.backward();
-      double norm2 = 0;
-      for (float g : P.grads) norm2 += double(g) * g;
-      const double grad_norm = std::sqrt(norm2);
-      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-        result["status"] = "diverged";
-        result["error"] = fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}", loss, grad_norm, step);
-        break;
-      }
-      if (cfg.grad_clip > 0 && grad_norm > cfg.grad_clip) {
-        const float s = float(cfg.grad_clip / grad_norm);
-        for (float& g : P.grads) g *= s;
-      }
-      const double lr = learning_rate(cfg, step);
-      adamw_update(P.params.data(), P.m.data(), P.v.data(), P.grads.data(), P.decay_mask.data(), P.size(),
-                   AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step});
-      const double tps = tokens_per_step * step / elapsed();
-      if (progress.update(step, loss, tps) || step == cfg.steps)
-        append_line(dir + "metrics.jsonl",
-                    nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                                   {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
-      if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) run_evals(step);
-    }
-    if (result["status"] == "ok") {
-      step = cfg.steps;
-      result["eval"] = run_evals(cfg.steps);
-      save_checkpoint(model, dir + "model.safetensors");
-    }
-  } catch (const std::exception& e) {
-    result["status"] = "failed";
-    result["error"] = e.what();
-  }
-  progress.finish();
+  with_engine(device, [&](auto engine) {
+    train<decltype(engine)>(cfg, *task, data.get(), dir, result, loss, step, elapsed);
+  });
   result["steps"] = std::min(step, cfg.steps);
   result["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   result["wall_s"] = elapsed();

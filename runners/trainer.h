@@ -1,6 +1,7 @@
-// Training and evaluation of one run on the CPU (the reference engine): data generated on the fly
-// from the task's counter-based generator, AdamW with warm-up + cosine decay, gradient clipping,
-// periodic evaluation on every eval split, and the run directory of docs/run-format.md.
+// Training and evaluation of one run on an engine (the CPU reference or the CUDA engine): data
+// generated on the fly from the task's counter-based generator (the next batch while the GPU runs
+// the current step), AdamW with warm-up + cosine decay, gradient clipping, periodic evaluation on
+// every eval split, and the run directory of docs/run-format.md.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -20,11 +21,28 @@ struct EvalResult {
 };
 
 // Evaluates `n_examples` examples of `split` (seed kEvalSeed) in batches of `batch`.
-EvalResult evaluate(Transformer<float>& model, const Task& task, int split, int n_examples, int batch);
+template <class E>
+EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch);
 
 ModelConfig model_config(const TrainConfig& cfg, const Task& task);
-void save_checkpoint(const Transformer<float>& model, const std::string& path);
-void load_checkpoint(Transformer<float>& model, const std::string& path);
+template <class E>
+void save_checkpoint(const Transformer<E>& model, const std::string& path);
+template <class E>
+void load_checkpoint(Transformer<E>& model, const std::string& path);
+
+// "cpu" or "cuda" for --device auto|cpu|cuda (auto: the GPU when this build and machine have
+// one), after selecting the engine's settings (CPU threads; GPU TF32). pb::Error when cuda is
+// asked for and unavailable.
+std::string select_device(const TrainConfig& cfg);
+
+// Calls f(E{}) with the engine of a device name from select_device().
+template <class F>
+decltype(auto) with_engine(const std::string& device, F&& f) {
+#if PATHBENCH_HAVE_CUDA
+  if (device == "cuda") return f(CudaEngine{});
+#endif
+  return f(Cpu32{});
+}
 
 // Runs the training described by a resolved config into cfg.out. Returns the process exit code:
 // 0 ok, 1 diverged or failed (result.json says which and why).

@@ -35,8 +35,8 @@ std::vector<T> cast(const std::vector<double>& x) {
 }
 
 // Relative RMS error ‖a − b‖ / ‖b‖ (b the reference; 0/0 counts as 0).
-template <class A, class B>
-double rel_rms(const std::vector<A>& a, const std::vector<B>& b) {
+template <class VA, class VB>  // vectors of any element type and allocator
+double rel_rms(const VA& a, const VB& b) {
   double num = 0, den = 0;
   for (size_t i = 0; i < b.size(); ++i) {
     const double d = double(a[i]) - double(b[i]);

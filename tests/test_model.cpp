@@ -15,12 +15,12 @@ namespace {
 // One attention layer of encoding `spec` with random x, q, k, v and parameters.
 struct LayerCase {
   int B, T, H, D, C;
-  std::unique_ptr<PositionEncoding<double>> pe;
+  std::unique_ptr<PositionEncoding<Cpu64>> pe;
   std::vector<std::vector<double>> params;  // in params() order
   std::vector<double> x, q, k, v, dout;
 
   LayerCase(const std::string& spec, int B_, int T_, int H_, int D_, uint64_t seed)
-      : B(B_), T(T_), H(H_), D(D_), C(5), pe(make_encoding<double>(spec)) {
+      : B(B_), T(T_), H(H_), D(D_), C(5), pe(make_encoding<Cpu64>(spec)) {
     const size_t n4 = size_t(B) * T * H * D;
     x = test::randn(size_t(B) * T * C, seed);
     q = test::randn(n4, seed + 1), k = test::randn(n4, seed + 2), v = test::randn(n4, seed + 3);
@@ -86,7 +86,7 @@ TEST_CASE("whole model: gradients of the loss match finite differences", "[model
     const std::string name = entry.schema.name;
     DYNAMIC_SECTION(name) {
       const std::string spec = name == "path" || name == "path_fox" ? name + ":block=3,w_rank=4" : name;
-      Transformer<double> model({7, 2, 16, 2, 24, spec}, 3);
+      Transformer<Cpu64> model({7, 2, 16, 2, 24, spec}, 3);
       auto& P = model.params;
       for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
       const int B = 2, T = 7;
@@ -114,8 +114,8 @@ TEST_CASE("whole model: float agrees with double", "[model]") {
     const std::string name = entry.schema.name;
     DYNAMIC_SECTION(name) {
       const ModelConfig cfg{11, 2, 32, 4, 64, name};
-      Transformer<double> md(cfg, 5);
-      Transformer<float> mf(cfg, 5);
+      Transformer<Cpu64> md(cfg, 5);
+      Transformer<Cpu32> mf(cfg, 5);
       mf.params.params.assign(md.params.params.begin(), md.params.params.end());
       const int B = 3, T = 33;
       std::vector<int32_t> tokens(B * T), targets(B * T);

@@ -98,7 +98,7 @@ std::vector<S> adamw_run(const Vec& p0, const std::vector<Vec>& grads, const uin
   for (size_t s = 0; s < grads.size(); ++s) {
     const auto g = cast<S>(grads[s]);
     args.step = int64_t(s) + 1;
-    adamw_update(p.data(), m.data(), v.data(), g.data(), mask, int64_t(p.size()), args);
+    adamw_update(p.data(), m.data(), v.data(), g.data(), mask, int64_t(p.size()), args, (const S*)nullptr);
   }
   return p;
 }
@@ -201,7 +201,8 @@ TEST_CASE("cross_entropy: loss, argmax and gradients, with ignored rows", "[ops]
       CHECK(loss[n] == Approx(want).epsilon(1e-12).margin(1e-14));
     }
     Vec dlogits(N * V, kNaN);
-    cross_entropy_backward(dlogits.data(), logits.data(), targets.data(), N, V, kScale);
+    const double scale = kScale;
+    cross_entropy_backward(dlogits.data(), logits.data(), targets.data(), N, V, &scale);
     for (int n = 1; n < N; n += 3)
       for (int i = 0; i < V; ++i) CHECK(dlogits[n * V + i] == 0.0);
     check_gradient(fmt::format("cross_entropy logits N={} V={}", N, V), logits, dlogits, [&] {
@@ -221,7 +222,8 @@ TEST_CASE("cross_entropy: stable for huge logits, argmax takes the lowest index 
   CHECK(loss[1] == 0.0);
   std::vector<float> dlogits(8);
   const auto lf = cast<float>(logits);
-  cross_entropy_backward(dlogits.data(), lf.data(), targets.data(), 2, 4, 1.0);
+  const float one = 1.0f;
+  cross_entropy_backward(dlogits.data(), lf.data(), targets.data(), 2, 4, &one);
   for (float d : dlogits) CHECK(std::isfinite(d));
 }
 
@@ -334,6 +336,69 @@ TEST_CASE("adamw matches the PyTorch formula step by step", "[ops]") {
     const std::string what = m ? "adamw with mask" : "adamw without mask";
     require_close(what, adamw_run<double>(p0, grads, m, args), p, 1e-12, 1e-15);
     check_float_vs_double(what, adamw_run<float>(p0, grads, m, args), p);
+  }
+}
+
+TEST_CASE("adamw clips the gradient to norm `clip` (sum_squares gives the squared norm)", "[ops]") {
+  const int n = 1000;
+  const Vec p0 = randn(n, 60), g = randn(n, 61, 0.5);
+  double norm_sq = 0;
+  sum_squares(&norm_sq, g.data(), n);
+  CHECK(norm_sq == Approx(dot(g, g)).epsilon(1e-13));
+  const double norm = std::sqrt(norm_sq);
+  for (const double clip : {norm / 4, norm * 2}) {  // active, inactive
+    AdamWArgs args{.lr = 1e-2, .weight_decay = 0.1};
+    args.clip = clip;
+    Vec scaled = g;
+    for (double& x : scaled) x *= std::min(1.0, clip / norm);  // the clipped gradient
+    const Vec want = adamw_run<double>(p0, {scaled}, nullptr, AdamWArgs{.lr = 1e-2, .weight_decay = 0.1});
+    Vec p = p0, m(n, 0.0), v(n, 0.0);
+    adamw_update(p.data(), m.data(), v.data(), g.data(), nullptr, n, args, &norm_sq);
+    require_close(fmt::format("adamw clip {}", clip), p, want, 1e-12, 1e-15);
+  }
+}
+
+TEST_CASE("loss_mean: mean over rows with a target, scale 1/count", "[ops]") {
+  const Vec loss = {1, 2, 3, 4, 5};
+  const std::vector<int32_t> targets = {0, -1, 2, -1, 1};
+  double mean = kNaN, scale = kNaN;
+  loss_mean(&mean, &scale, loss.data(), targets.data(), 5);
+  CHECK(mean == Approx(3.0));
+  CHECK(scale == Approx(1.0 / 3));
+  const std::vector<int32_t> none(5, -1);
+  loss_mean(&mean, &scale, loss.data(), none.data(), 5);
+  CHECK(mean == 0.0);
+  CHECK(scale == 0.0);
+}
+
+TEST_CASE("gates: bias, log-sigmoid and beta gradients match finite differences", "[ops]") {
+  const int N = 7, H = 3;
+  Vec z = randn(N * H, 62, 2.0), b = randn(H, 63), dy = randn(N * H, 64);
+  Vec zb = z, db(H, 0.0);
+  add_bias(zb.data(), b.data(), N, H);
+  bias_backward(db.data(), dy.data(), N, H);
+  check_gradient("add_bias b", b, db, [&] {
+    Vec y = z;
+    add_bias(y.data(), b.data(), N, H);
+    return dot(y, dy);
+  });
+  Vec dz(N * H);
+  log_sigmoid_backward(dz.data(), dy.data(), z.data(), N * H);
+  check_gradient("log_sigmoid z", z, dz, [&] {
+    Vec y(N * H);
+    log_sigmoid_forward(y.data(), z.data(), N * H);
+    return dot(y, dy);
+  });
+  for (const double clip : {0.0, 0.3}) {
+    beta_backward(dz.data(), dy.data(), z.data(), N * H, clip);
+    check_gradient(fmt::format("beta z clip {}", clip), z, dz, [&] {
+      Vec y(N * H);
+      beta_forward(y.data(), z.data(), N * H, clip);
+      return dot(y, dy);
+    });
+    Vec beta(N * H);
+    beta_forward(beta.data(), z.data(), N * H, clip);
+    for (double x : beta) CHECK((x > 0 && x <= 2 - clip));
   }
 }
 

@@ -394,7 +394,7 @@ TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[swee
       job("exit3", "exit 3"),
       job("own", "echo '{\"status\": \"failed\", \"error\": \"diverged? no: bad input\"}' > \"$1/result.json\"; exit 2"),
       job("noexe", "exec /nonexistent/pathbench")};
-  const pb::JobsOutcome got = pb::run_jobs(jobs, 2, {"t", 5, 0, 0});
+  const pb::JobsOutcome got = pb::run_jobs(jobs, {"", ""}, {"t", 5, 0, 0});
   CHECK(got.done == 1);
   CHECK(got.failed == 4);
   CHECK(got.signal == 0);

@@ -39,7 +39,8 @@ void cross_entropy_forward(S* loss, int32_t* argmax, const S* logits, const int3
 
 template <class S>
 void cross_entropy_backward(S* dlogits, const S* logits, const int32_t* targets, int N, int V,
-                            double scale) {
+                            const S* scale_buf) {
+  const S scale = scale_buf[0];
 #pragma omp parallel for schedule(static) if (int64_t(N) * V >= kParallelMin)
   for (int n = 0; n < N; ++n) {
     const S* l = logits + int64_t(n) * V;  // (V)
@@ -52,16 +53,28 @@ void cross_entropy_backward(S* dlogits, const S* logits, const int32_t* targets,
     int arg;
     S lse;
     row_stats(l, V, arg, lse);
-    for (int i = 0; i < V; ++i) d[i] = std::exp(l[i] - lse) * S(scale);  // softmax · scale
-    d[t] -= S(scale);                                                    // − onehot · scale
+    for (int i = 0; i < V; ++i) d[i] = std::exp(l[i] - lse) * scale;  // softmax · scale
+    d[t] -= scale;                                                       // − onehot · scale
   }
+}
+
+template <class S>
+void loss_mean(S* mean, S* scale, const S* loss, const int32_t* targets, int N) {
+  double total = 0;
+  int64_t count = 0;
+  for (int n = 0; n < N; ++n)
+    if (targets[n] >= 0) ++count, total += loss[n];
+  mean[0] = count ? S(total / double(count)) : S(0);
+  scale[0] = count ? S(1.0 / double(count)) : S(0);
 }
 
 template void cross_entropy_forward<float>(float*, int32_t*, const float*, const int32_t*, int, int);
 template void cross_entropy_forward<double>(double*, int32_t*, const double*, const int32_t*, int,
                                             int);
-template void cross_entropy_backward<float>(float*, const float*, const int32_t*, int, int, double);
+template void cross_entropy_backward<float>(float*, const float*, const int32_t*, int, int, const float*);
 template void cross_entropy_backward<double>(double*, const double*, const int32_t*, int, int,
-                                             double);
+                                             const double*);
+template void loss_mean<float>(float*, float*, const float*, const int32_t*, int);
+template void loss_mean<double>(double*, double*, const double*, const int32_t*, int);
 
 }  // namespace pb

@@ -9,28 +9,33 @@
 namespace pb {
 namespace {
 
-template <class S>
-class Alibi final : public PositionEncoding<S> {
+template <class E>
+class Alibi final : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   explicit Alibi(const Spec&) {}
 
   void forward(S* out, const AttnInputs<S>& in) override {
     const int H = in.dims.H;
     const size_t n = size_t(in.B) * in.T * H;
-    log_f_.resize(n);
-    dlog_f_.resize(n);
-    lse_.resize(n);
-    for (size_t i = 0; i < n; ++i) log_f_[i] = -S(std::exp2(-8.0 * double(i % H + 1) / H));  // −m_h
-    softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f_.data(), softmax_args(in));
+    if (log_f_.size() != n) {  // depends on the shape only: filled when it changes
+      std::vector<S> slopes(n);
+      for (size_t i = 0; i < n; ++i) slopes[i] = -S(std::exp2(-8.0 * double(i % H + 1) / H));  // −m_h
+      log_f_.resize(n);
+      dlog_f_.resize(n);
+      lse_.resize(n);
+      E::upload(log_f_.data(), slopes.data(), n);
+    }
+    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f_.data(), softmax_args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    softmax_attention_backward(g.dq, g.dk, g.dv, dlog_f_.data(), g.dout, g.out, lse_.data(), in.q,
-                               in.k, in.v, log_f_.data(), softmax_args(in));
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, dlog_f_.data(), g.dout, g.out, lse_.data(), in.q,
+                                  in.k, in.v, log_f_.data(), softmax_args(in));
   }
 
  private:
-  std::vector<S> log_f_, dlog_f_, lse_;  // (B, T, H); the slopes are fixed, dlog_f_ is unused
+  typename E::template Buffer<S> log_f_, dlog_f_, lse_;  // (B, T, H); the slopes are fixed, dlog_f_ is unused
 };
 
 }  // namespace

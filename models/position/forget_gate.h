@@ -8,9 +8,11 @@
 
 namespace pb {
 
-template <class S>
+template <class E>
 class ForgetGate {
  public:
+  using S = typename E::Scalar;
+
   static std::vector<ParamSpec> params(const LayerDims& d) {
     return {{"w_f", {d.C, d.H}, Init::Normal, true}, {"b_f", {d.H}, Init::Zeros, false}};
   }
@@ -20,8 +22,8 @@ class ForgetGate {
     z_.resize(size_t(N) * H);
     log_f_.resize(z_.size());
     dlog_f_.resize(z_.size());
-    head_projection_forward(z_.data(), in.x, in.params[first], in.params[first + 1], N, in.dims.C, H);
-    for (size_t i = 0; i < z_.size(); ++i) log_f_[i] = log_sigmoid(z_[i]);  // log f = log σ(z)
+    head_projection_forward<E>(z_.data(), in.x, in.params[first], in.params[first + 1], N, in.dims.C, H);
+    E::log_sigmoid_forward(log_f_.data(), z_.data(), int64_t(z_.size()));  // log f = log σ(z)
     return log_f_.data();
   }
 
@@ -30,13 +32,13 @@ class ForgetGate {
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in, size_t first) {
     const int N = in.B * in.T, H = in.dims.H;
-    for (size_t i = 0; i < z_.size(); ++i) dlog_f_[i] *= sigmoid(-z_[i]);  // d log σ(z)/dz = σ(−z)
-    head_projection_backward(g.dx, g.dparams[first], g.dparams[first + 1], dlog_f_.data(), in.x,
-                             in.params[first], N, in.dims.C, H);
+    E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()));  // dz = dlog f · σ(−z)
+    head_projection_backward<E>(g.dx, g.dparams[first], g.dparams[first + 1], dlog_f_.data(), in.x,
+                                in.params[first], N, in.dims.C, H);
   }
 
  private:
-  std::vector<S> z_, log_f_, dlog_f_;  // (B, T, H)
+  typename E::template Buffer<S> z_, log_f_, dlog_f_;  // (B, T, H)
 };
 
 }  // namespace pb

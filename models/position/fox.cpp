@@ -7,28 +7,29 @@
 namespace pb {
 namespace {
 
-template <class S>
-class Fox final : public PositionEncoding<S> {
+template <class E>
+class Fox final : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   explicit Fox(const Spec&) {}
 
-  std::vector<ParamSpec> params(const LayerDims& d) const override { return ForgetGate<S>::params(d); }
+  std::vector<ParamSpec> params(const LayerDims& d) const override { return ForgetGate<E>::params(d); }
 
   void forward(S* out, const AttnInputs<S>& in) override {
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
     const S* log_f = gate_.forward(in, 0);
-    softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f, softmax_args(in));
+    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f, softmax_args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    softmax_attention_backward(g.dq, g.dk, g.dv, gate_.dlog_f(), g.dout, g.out, lse_.data(), in.q,
-                               in.k, in.v, gate_.log_f(), softmax_args(in));
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, gate_.dlog_f(), g.dout, g.out, lse_.data(), in.q,
+                                  in.k, in.v, gate_.log_f(), softmax_args(in));
     gate_.backward(g, in, 0);
   }
 
  private:
-  ForgetGate<S> gate_;
-  std::vector<S> lse_;  // (B, T, H)
+  ForgetGate<E> gate_;
+  typename E::template Buffer<S> lse_;  // (B, T, H)
 };
 
 }  // namespace

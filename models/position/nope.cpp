@@ -4,23 +4,24 @@
 namespace pb {
 namespace {
 
-template <class S>
-class Nope final : public PositionEncoding<S> {
+template <class E>
+class Nope final : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   explicit Nope(const Spec&) {}
 
   void forward(S* out, const AttnInputs<S>& in) override {
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
-    softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, (const S*)nullptr, softmax_args(in));
+    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, (const S*)nullptr, softmax_args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q,
-                               in.k, in.v, (const S*)nullptr, softmax_args(in));
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q,
+                                  in.k, in.v, (const S*)nullptr, softmax_args(in));
   }
 
  private:
-  std::vector<S> lse_;  // (B, T, H)
+  typename E::template Buffer<S> lse_;  // (B, T, H)
 };
 
 }  // namespace

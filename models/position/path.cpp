@@ -4,9 +4,9 @@
 namespace pb {
 namespace {
 
-template <class S>
-struct PathNoGate : Path<S> {
-  explicit PathNoGate(const Spec& s) : Path<S>(s, false) {}
+template <class E>
+struct PathNoGate : Path<E> {
+  explicit PathNoGate(const Spec& s) : Path<E>(s, false) {}
 };
 
 }  // namespace

@@ -4,7 +4,6 @@
 // (β optionally clipped to 2 − beta_clip), and logits scale · q_iᵀ H_i ⋯ H_{j+1} k_j (+ G_i − G_j).
 // The attention itself is kernels/cpu/path_attention.cpp (blockwise UT transform).
 #pragma once
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -14,9 +13,10 @@
 
 namespace pb {
 
-template <class S>
-class Path : public PositionEncoding<S> {
+template <class E>
+class Path : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   Path(const Spec& spec, bool gate)
       : rank_(int(spec.get_int("w_rank"))),
         beta_clip_(spec.get_float("beta_clip")),
@@ -35,7 +35,7 @@ class Path : public PositionEncoding<S> {
         {"w_beta", {d.C, d.H}, Init::Normal, true},
         {"b_beta", {d.H}, Init::Zeros, false}};
     if (gate_)
-      for (auto& g : ForgetGate<S>::params(d)) p.push_back(g);
+      for (auto& g : ForgetGate<E>::params(d)) p.push_back(g);
     return p;
   }
 
@@ -49,14 +49,14 @@ class Path : public PositionEncoding<S> {
     beta_.resize(zb_.size());
     lse_.resize(zb_.size());
     const auto& p = in.params;
-    matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
-    matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
-    short_conv_forward(c_.data(), u2_.data(), p[2], in.B, in.T, HD);  // c = SiLU(conv3(u2))
-    l2norm_forward(w_.data(), c_.data(), N * H, in.dims.D, kEps);     // w = c / sqrt(|c|² + eps)
-    head_projection_forward(zb_.data(), in.x, p[3], p[4], N, C, H);   // z_β = x W_β + b_β
-    for (size_t i = 0; i < zb_.size(); ++i) beta_[i] = beta_of(zb_[i]);
+    E::matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
+    E::matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
+    E::short_conv_forward(c_.data(), u2_.data(), p[2], in.B, in.T, HD);  // c = SiLU(conv3(u2))
+    E::l2norm_forward(w_.data(), c_.data(), N * H, in.dims.D, kEps);     // w = c / sqrt(|c|² + eps)
+    head_projection_forward<E>(zb_.data(), in.x, p[3], p[4], N, C, H);   // z_β = x W_β + b_β
+    E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), beta_clip_);  // β = 2σ(z_β), clipped
     const S* log_f = gate_ ? fgate_.forward(in, 5) : nullptr;
-    path_attention_forward(out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(), log_f, args(in));
+    E::path_attention_forward(out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(), log_f, args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
@@ -66,31 +66,23 @@ class Path : public PositionEncoding<S> {
     du2_.resize(w_.size());
     du1_.resize(u1_.size());
     dbeta_.resize(beta_.size());
-    path_attention_backward(g.dq, g.dk, g.dv, dw_.data(), dbeta_.data(), gate_ ? fgate_.dlog_f() : nullptr,
-                            g.dout, g.out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(),
-                            gate_ ? fgate_.log_f() : nullptr, args(in));
+    E::path_attention_backward(g.dq, g.dk, g.dv, dw_.data(), dbeta_.data(), gate_ ? fgate_.dlog_f() : nullptr,
+                               g.dout, g.out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(),
+                               gate_ ? fgate_.log_f() : nullptr, args(in));
     const auto& p = in.params;
     const auto& dp = g.dparams;
-    for (size_t i = 0; i < zb_.size(); ++i) dbeta_[i] *= dbeta_dz(zb_[i]);  // dz_β = dβ · dβ/dz_β
-    head_projection_backward(g.dx, dp[3], dp[4], dbeta_.data(), in.x, p[3], N, C, H);
-    l2norm_backward(dc_.data(), dw_.data(), c_.data(), N * H, in.dims.D, kEps);
-    short_conv_backward(du2_.data(), dp[2], dc_.data(), u2_.data(), p[2], in.B, in.T, HD);
-    matmul_backward(du1_.data(), dp[1], du2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite);
-    matmul_backward(g.dx, dp[0], du1_.data(), in.x, p[0], N, C, rank_, GradMode::Accumulate);
+    E::beta_backward(dbeta_.data(), dbeta_.data(), zb_.data(), int64_t(zb_.size()), beta_clip_);  // dz_β = dβ · dβ/dz_β
+    head_projection_backward<E>(g.dx, dp[3], dp[4], dbeta_.data(), in.x, p[3], N, C, H);
+    E::l2norm_backward(dc_.data(), dw_.data(), c_.data(), N * H, in.dims.D, kEps);
+    E::short_conv_backward(du2_.data(), dp[2], dc_.data(), u2_.data(), p[2], in.B, in.T, HD);
+    E::matmul_backward(du1_.data(), dp[1], du2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite);
+    E::matmul_backward(g.dx, dp[0], du1_.data(), in.x, p[0], N, C, rank_, GradMode::Accumulate);
     if (gate_) fgate_.backward(g, in, 5);
   }
 
  private:
   static constexpr double kEps = 1e-6;  // inside the sqrt of the L2 norm, as in FLA
 
-  S beta_of(S z) const {  // β = 2 σ(z), clipped to 2 − beta_clip
-    const S b = 2 * sigmoid(z);
-    return beta_clip_ > 0 ? std::min(b, S(2 - beta_clip_)) : b;
-  }
-  S dbeta_dz(S z) const {  // 2 σ(z)(1 − σ(z)), 0 where the clip is active
-    const S s = sigmoid(z);
-    return beta_clip_ > 0 && 2 * s > S(2 - beta_clip_) ? S(0) : 2 * s * (1 - s);
-  }
   PathAttentionArgs args(const AttnInputs<S>& in) const {
     return {{in.B, in.T, in.dims.H, in.dims.D}, 1.0 / std::sqrt(double(in.dims.D)), block_};
   }
@@ -99,10 +91,10 @@ class Path : public PositionEncoding<S> {
   double beta_clip_;
   int block_;
   bool gate_;
-  ForgetGate<S> fgate_;
-  std::vector<S> u1_, du1_;                // (B, T, rank)
-  std::vector<S> u2_, c_, w_, dw_, dc_, du2_;  // (B, T, H·D)
-  std::vector<S> zb_, beta_, dbeta_, lse_;  // (B, T, H)
+  ForgetGate<E> fgate_;
+  typename E::template Buffer<S> u1_, du1_;                  // (B, T, rank)
+  typename E::template Buffer<S> u2_, c_, w_, dw_, dc_, du2_;  // (B, T, H·D)
+  typename E::template Buffer<S> zb_, beta_, dbeta_, lse_;    // (B, T, H)
 };
 
 inline Schema path_schema(const char* name, const char* doc) {

@@ -5,9 +5,9 @@
 namespace pb {
 namespace {
 
-template <class S>
-struct PathFox : Path<S> {
-  explicit PathFox(const Spec& s) : Path<S>(s, true) {}
+template <class E>
+struct PathFox : Path<E> {
+  explicit PathFox(const Spec& s) : Path<E>(s, true) {}
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The interface of a position encoding: one attention layer, given the projected q, k, v (and the
 // normalised layer input x, from which an encoding computes its own inputs such as PaTH's w and β
 // or FoX's forget gate). Each encoding is one file in this folder plus one line in registry.cpp;
-// README.md here has the guide "Adding a position encoding".
+// README.md here has the guide "Adding a position encoding". Encodings are templated on the
+// engine E (models/engine.h): pointers are in E's memory and ops are called as E::<op>(...).
 #pragma once
 #include <memory>
 #include <span>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kernels/spec.h"
+#include "models/engine.h"
 #include "models/params.h"
 
 namespace pb {
@@ -41,9 +43,11 @@ struct AttnGrads {
   std::span<S* const> dparams; // accumulate (+=), in the order of params()
 };
 
-template <class S>
+template <class E>
 class PositionEncoding {
  public:
+  using S = typename E::Scalar;
+
   virtual ~PositionEncoding() = default;
   // Its own per-layer parameters (none by default).
   virtual std::vector<ParamSpec> params(const LayerDims&) const { return {}; }
@@ -54,25 +58,37 @@ class PositionEncoding {
   virtual void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) = 0;
 };
 
-// A registry entry: the schema (name, description, keys with defaults) and factories.
+// A registry entry: the schema (name, description, keys with defaults) and a factory per engine.
+template <class E>
+using EncodingFactory = std::unique_ptr<PositionEncoding<E>> (*)(const Spec&);
+
 struct EncodingEntry {
   Schema schema;
-  std::unique_ptr<PositionEncoding<float>> (*make_f32)(const Spec&);
-  std::unique_ptr<PositionEncoding<double>> (*make_f64)(const Spec&);
+  EncodingFactory<Cpu32> make_cpu32;
+  EncodingFactory<Cpu64> make_cpu64;
+#if PATHBENCH_HAVE_CUDA
+  EncodingFactory<CudaEngine> make_cuda;
+#endif
 };
 
-template <template <class> class E>
+template <template <class> class Enc>
 EncodingEntry make_entry(Schema schema) {
   return {std::move(schema),
-          [](const Spec& s) -> std::unique_ptr<PositionEncoding<float>> { return std::make_unique<E<float>>(s); },
-          [](const Spec& s) -> std::unique_ptr<PositionEncoding<double>> { return std::make_unique<E<double>>(s); }};
+          [](const Spec& s) -> std::unique_ptr<PositionEncoding<Cpu32>> { return std::make_unique<Enc<Cpu32>>(s); },
+          [](const Spec& s) -> std::unique_ptr<PositionEncoding<Cpu64>> { return std::make_unique<Enc<Cpu64>>(s); },
+#if PATHBENCH_HAVE_CUDA
+          [](const Spec& s) -> std::unique_ptr<PositionEncoding<CudaEngine>> {
+            return std::make_unique<Enc<CudaEngine>>(s);
+          },
+#endif
+  };
 }
 
 // registry.cpp
 const std::vector<EncodingEntry>& encodings();
 std::vector<Schema> encoding_schemas();
 Spec resolve_encoding(std::string_view spec);  // pb::Error listing valid names / keys
-template <class S>
-std::unique_ptr<PositionEncoding<S>> make_encoding(std::string_view spec);
+template <class E>
+std::unique_ptr<PositionEncoding<E>> make_encoding(std::string_view spec);
 
 }  // namespace pb

@@ -38,18 +38,24 @@ Spec resolve_encoding(std::string_view spec) {
   return resolve_spec(spec, encoding_schemas(), "position encoding");
 }
 
-template <class S>
-std::unique_ptr<PositionEncoding<S>> make_encoding(std::string_view text) {
+template <class E>
+std::unique_ptr<PositionEncoding<E>> make_encoding(std::string_view text) {
   const Spec spec = resolve_encoding(text);  // checks the name, so the entry exists
   for (const auto& e : encodings()) {
     if (e.schema.name != spec.name()) continue;
-    if constexpr (std::is_same_v<S, float>) return e.make_f32(spec);
-    else return e.make_f64(spec);
+    if constexpr (std::is_same_v<E, Cpu32>) return e.make_cpu32(spec);
+    else if constexpr (std::is_same_v<E, Cpu64>) return e.make_cpu64(spec);
+#if PATHBENCH_HAVE_CUDA
+    else return e.make_cuda(spec);
+#endif
   }
   fail("unknown position encoding '{}'", spec.name());
 }
 
-template std::unique_ptr<PositionEncoding<float>> make_encoding<float>(std::string_view);
-template std::unique_ptr<PositionEncoding<double>> make_encoding<double>(std::string_view);
+template std::unique_ptr<PositionEncoding<Cpu32>> make_encoding<Cpu32>(std::string_view);
+template std::unique_ptr<PositionEncoding<Cpu64>> make_encoding<Cpu64>(std::string_view);
+#if PATHBENCH_HAVE_CUDA
+template std::unique_ptr<PositionEncoding<CudaEngine>> make_encoding<CudaEngine>(std::string_view);
+#endif
 
 }  // namespace pb

@@ -6,9 +6,10 @@
 namespace pb {
 namespace {
 
-template <class S>
-class Rope final : public PositionEncoding<S> {
+template <class E>
+class Rope final : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {}
 
   void forward(S* out, const AttnInputs<S>& in) override {
@@ -18,24 +19,24 @@ class Rope final : public PositionEncoding<S> {
     k_.resize(n);
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
     const RopeArgs rope{{in.B, in.T, in.dims.H, in.dims.D}, base_};
-    rope_forward(q_.data(), in.q, rope);  // q' = R_t q
-    rope_forward(k_.data(), in.k, rope);  // k' = R_t k
-    softmax_attention_forward(out, lse_.data(), q_.data(), k_.data(), in.v, (const S*)nullptr,
-                              softmax_args(in));
+    E::rope_forward(q_.data(), in.q, rope);  // q' = R_t q
+    E::rope_forward(k_.data(), in.k, rope);  // k' = R_t k
+    E::softmax_attention_forward(out, lse_.data(), q_.data(), k_.data(), in.v, (const S*)nullptr,
+                                 softmax_args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(),
-                               q_.data(), k_.data(), in.v, (const S*)nullptr, softmax_args(in));
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(),
+                                  q_.data(), k_.data(), in.v, (const S*)nullptr, softmax_args(in));
     const RopeArgs rope{{in.B, in.T, in.dims.H, in.dims.D}, base_};
-    rope_backward(g.dq, g.dq, rope);  // dq = R_tᵀ dq'
-    rope_backward(g.dk, g.dk, rope);
+    E::rope_backward(g.dq, g.dq, rope);  // dq = R_tᵀ dq'
+    E::rope_backward(g.dk, g.dk, rope);
   }
 
  private:
   double base_;
-  std::vector<S> q_, k_;  // (B, T, H, D) rotated
-  std::vector<S> lse_;    // (B, T, H)
+  typename E::template Buffer<S> q_, k_;  // (B, T, H, D) rotated
+  typename E::template Buffer<S> lse_;    // (B, T, H)
 };
 
 }  // namespace

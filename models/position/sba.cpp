@@ -3,23 +3,23 @@
 // the current token. Computed in log space by the kernel.
 #include <cmath>
 
-#include "kernels/ops.h"
 #include "models/position/position_encoding.h"
 
 namespace pb {
 namespace {
 
-template <class S>
-class Sba final : public PositionEncoding<S> {
+template <class E>
+class Sba final : public PositionEncoding<E> {
  public:
+  using S = typename E::Scalar;
   explicit Sba(const Spec&) {}
 
   void forward(S* out, const AttnInputs<S>& in) override {
-    stick_breaking_forward(out, in.q, in.k, in.v, args(in));
+    E::stick_breaking_forward(out, in.q, in.k, in.v, args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    stick_breaking_backward(g.dq, g.dk, g.dv, g.dout, in.q, in.k, in.v, args(in));
+    E::stick_breaking_backward(g.dq, g.dk, g.dv, g.dout, in.q, in.k, in.v, args(in));
   }
 
  private:

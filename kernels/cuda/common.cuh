@@ -1,0 +1,64 @@
+// Shared by the .cu files of the CUDA engine (nvcc, C++17): error checks, the calling thread's
+// stream and cuBLAS handle, and warp / block reductions.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pb::cuda {
+
+[[noreturn]] void throw_cuda_error(const char* what, const char* detail, const char* file, int line);
+
+cudaStream_t stream();   // the calling thread's stream (runtime.cu)
+cublasHandle_t blas();   // the calling thread's cuBLAS handle, bound to stream()
+
+#define PB_CUDA_CHECK(call)                                                                  \
+  do {                                                                                       \
+    const cudaError_t pb_err_ = (call);                                                      \
+    if (pb_err_ != cudaSuccess)                                                              \
+      ::pb::cuda::throw_cuda_error(#call, cudaGetErrorString(pb_err_), __FILE__, __LINE__);  \
+  } while (0)
+#define PB_CUBLAS_CHECK(call)                                                                   \
+  do {                                                                                          \
+    const cublasStatus_t pb_st_ = (call);                                                       \
+    if (pb_st_ != CUBLAS_STATUS_SUCCESS)                                                        \
+      ::pb::cuda::throw_cuda_error(#call, cublasGetStatusString(pb_st_), __FILE__, __LINE__);   \
+  } while (0)
+// After every launch: a bad configuration is reported here, not at the next sync.
+#define PB_LAUNCH_CHECK() PB_CUDA_CHECK(cudaGetLastError())
+
+inline int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+__device__ __forceinline__ float warp_sum(float x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float warp_max(float x) {
+  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+// Sum over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets the result.
+// `scratch` is __shared__ float[32]; the call contains __syncthreads().
+__device__ __forceinline__ float block_sum(float x, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  x = warp_sum(x);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < n_warps ? scratch[lane] : 0.f;
+  return warp_sum(x);
+}
+__device__ __forceinline__ float block_max(float x, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  x = warp_max(x);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  x = lane < n_warps ? scratch[lane] : -INFINITY;
+  return warp_max(x);
+}
+
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + __expf(-x)); }
+
+}  // namespace pb::cuda

@@ -1,0 +1,139 @@
+// Per-head gates of the position encodings, as in kernels/cpu/gates.cpp: bias add / bias
+// gradient, FoX's log f = log σ(z) and PaTH's β = 2σ(z) (optionally clipped). Elementwise
+// grid-stride kernels (backward ops may run in place: each entry is read before it is written by
+// the same thread); the bias gradient is a deterministic column sum (chunk partials, then a fixed
+// order sum).
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 4096;
+constexpr int kChunk = 64;  // rows per partial sum of the bias gradient
+
+#define PB_GRID_STRIDE(i, n)                                                \
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// σ(z), stable for large |z| (accurate expf: the gates are small)
+__device__ __forceinline__ float sigmoid_stable(float z) {
+  return z >= 0.f ? 1.f / (1.f + expf(-z)) : expf(z) / (1.f + expf(z));
+}
+
+// z (N, H) += b (H) broadcast over rows
+__global__ void add_bias_kernel(float* z, const float* b, int64_t n, int H) {
+  PB_GRID_STRIDE(i, n) z[i] += b[i % H];
+}
+
+// partial (n_chunks, H): partial[k, h] = Σ_{n in chunk k} dz[n, h]
+__global__ void bias_partial_kernel(float* partial, const float* dz, int N, int H) {
+  const int h = blockIdx.y * blockDim.x + threadIdx.x, k = blockIdx.x;
+  if (h >= H) return;
+  const int n1 = min(N, (k + 1) * kChunk);
+  float acc = 0.f;
+  for (int n = k * kChunk; n < n1; ++n) acc += dz[int64_t(n) * H + h];
+  partial[int64_t(k) * H + h] = acc;
+}
+
+// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
+// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
+__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
+  __shared__ float part[16][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (c < W)
+    for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < W) {
+    float s = 0.f;
+    for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
+    out[c] += s;
+  }
+}
+
+// y = log σ(z) = min(z, 0) − log1p(e^(−|z|))
+__global__ void log_sigmoid_forward_kernel(float* y, const float* z, int64_t n) {
+  PB_GRID_STRIDE(i, n) y[i] = fminf(z[i], 0.f) - log1pf(expf(-fabsf(z[i])));
+}
+
+// dz = dy · σ(−z)
+__global__ void log_sigmoid_backward_kernel(float* dz, const float* dy, const float* z, int64_t n) {
+  PB_GRID_STRIDE(i, n) dz[i] = dy[i] * sigmoid_stable(-z[i]);
+}
+
+// β = 2σ(z), min(β, cap) when clipping (cap = 2 − clip)
+__global__ void beta_forward_kernel(float* beta, const float* z, int64_t n, bool clip, float cap) {
+  PB_GRID_STRIDE(i, n) {
+    const float b = 2.f * sigmoid_stable(z[i]);
+    beta[i] = clip ? fminf(b, cap) : b;
+  }
+}
+
+// dz = dβ · 2σ(z)(1 − σ(z)), 0 where the clip is active (2σ(z) > cap)
+__global__ void beta_backward_kernel(float* dz, const float* dbeta, const float* z, int64_t n,
+                                     bool clip, float cap) {
+  PB_GRID_STRIDE(i, n) {
+    const float s = sigmoid_stable(z[i]);
+    dz[i] = clip && 2.f * s > cap ? 0.f : dbeta[i] * 2.f * s * (1.f - s);
+  }
+}
+
+#undef PB_GRID_STRIDE
+
+int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
+
+}  // namespace
+
+void add_bias(float* z, const float* b, int N, int H) {
+  const int64_t n = int64_t(N) * H;
+  if (n == 0) return;
+  add_bias_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(z, b, n, H);
+  PB_LAUNCH_CHECK();
+}
+
+void bias_backward(float* db, const float* dz, int N, int H) {
+  if (N == 0 || H == 0) return;
+  const int n_chunks = ceil_div(N, kChunk), threads = std::min(128, 32 * ceil_div(H, 32));
+  float* partial =
+      static_cast<float*>(scratch(sizeof(float) * size_t(n_chunks) * H));  // (n_chunks, H)
+  bias_partial_kernel<<<dim3(n_chunks, ceil_div(H, threads)), threads, 0, stream()>>>(partial, dz,
+                                                                                      N, H);
+  PB_LAUNCH_CHECK();
+  sum_partials_kernel<<<ceil_div(H, 32), dim3(32, 16), 0, stream()>>>(db, partial, n_chunks, H);
+  PB_LAUNCH_CHECK();
+}
+
+void log_sigmoid_forward(float* y, const float* z, int64_t n) {
+  if (n == 0) return;
+  log_sigmoid_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, z, n);
+  PB_LAUNCH_CHECK();
+}
+
+void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n) {
+  if (n == 0) return;
+  log_sigmoid_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dz, dy, z, n);
+  PB_LAUNCH_CHECK();
+}
+
+void beta_forward(float* beta, const float* z, int64_t n, double clip) {
+  if (n == 0) return;
+  beta_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(beta, z, n, clip > 0,
+                                                                float(2 - clip));
+  PB_LAUNCH_CHECK();
+}
+
+void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip) {
+  if (n == 0) return;
+  beta_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dz, dbeta, z, n, clip > 0,
+                                                                 float(2 - clip));
+  PB_LAUNCH_CHECK();
+}
+
+}  // namespace pb::cuda

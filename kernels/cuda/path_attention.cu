@@ -1,0 +1,923 @@
+// PaTH attention with the optional FoX gate, CUDA fp32, by the blockwise UT transform. The math,
+// the names (Tm, U, M, E, QW, S_loc, Q̃, K̃, the scan R ← R − (R W_Jᵀ) U_J) and the derivation of the
+// backward are in kernels/README.md, "PaTH attention"; kernels/cpu/path_attention.cpp is the
+// reference this file ports. Per (b, h) the sequence is cut into blocks of S rows (S = 64, 32 for
+// head dims above 64; the last block is partial and its rows past T are zero, so β = 0, w = 0
+// there). DP is the head dim padded to 32, 64 or 128 (padded columns are zero).
+//
+// Forward (two launches):
+//   prep     per (block c, b·h): G (prefix sum of log_f, double), the UT transform, Q̃, K̃, U and
+//            the intra-block logits S_loc, into scratch.
+//   forward  per (b·h, query block I): online softmax over S_loc, then key blocks J = I−1 … 0:
+//            z = R K̃_Jᵀ, online-softmax update, acc += p V_J, R ← R − (R W_Jᵀ) U_J.
+// Backward (prep again, a memset of the accumulators, then three launches):
+//   scan     per (b·h, query block I): the reverse scan for this block's queries, J = 0 … I−1,
+//            γ = dR carried left to right; R_J is recomputed from Q̃_I (I−1−J steps of the scan),
+//            so memory stays linear in T. dV, dK̃, dW, dU of block J are summed over the query
+//            blocks with float atomics; dQ̃_I = γ at the end is written by its owner.
+//   ut_bwd   per (block c, b·h): the diagonal block's softmax backward and the UT transform in
+//            reverse (README), writing dq, dk, dv, dw, dβ and dG.
+//   gate     per b·h: dlog_f_t = Σ_{i≥t} dG_i (double).
+// Products run on shared-memory tiles: 256 threads as a 16 × 16 grid, each thread holding the
+// elements (ty + 16 i, tx + 16 j) of an M × N result in registers. Shared arrays have odd row
+// strides (cols + 1), so rows and columns are both read without bank conflicts.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ __forceinline__ int tile_ty() { return int(threadIdx.x) >> 4; }
+__device__ __forceinline__ int tile_tx() { return int(threadIdx.x) & 15; }
+
+// An M × N result spread over the 16 × 16 threads: v[i][j] is element (ty + 16 i, tx + 16 j).
+template <int M, int N>
+struct Tile {
+  static constexpr int TM = M / 16, TN = N / 16;
+  static_assert(M % 16 == 0 && N % 16 == 0, "tile sizes are multiples of 16");
+  float v[TM][TN];
+
+  __device__ __forceinline__ void zero() {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) v[i][j] = 0.f;
+  }
+  // f(row, col, element&) for every element of this thread.
+  template <class F>
+  __device__ __forceinline__ void each(F&& f) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) f(tile_ty() + 16 * i, tile_tx() + 16 * j, v[i][j]);
+  }
+};
+
+// c += alpha · A B over k < K, A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] (shared memory);
+// with KScale, B(k, n) is also multiplied by ks[k].
+template <bool KScale = false, int M, int N>
+__device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const float* a, int am,
+                                    int ak, const float* b, int bk, int bn,
+                                    const float* ks = nullptr) {
+  const float* ap = a + tile_ty() * am;
+  const float* bp = b + tile_tx() * bn;
+#pragma unroll 4
+  for (int k = 0; k < K; ++k) {
+    const float s = KScale ? alpha * ks[k] : alpha;
+    float av[Tile<M, N>::TM], bv[Tile<M, N>::TN];
+#pragma unroll
+    for (int i = 0; i < Tile<M, N>::TM; ++i) av[i] = s * ap[16 * i * am + k * ak];
+#pragma unroll
+    for (int j = 0; j < Tile<M, N>::TN; ++j) bv[j] = bp[k * bk + 16 * j * bn];
+#pragma unroll
+    for (int i = 0; i < Tile<M, N>::TM; ++i)
+#pragma unroll
+      for (int j = 0; j < Tile<M, N>::TN; ++j) c.v[i][j] = fmaf(av[i], bv[j], c.v[i][j]);
+  }
+}
+
+// Reductions over the 16 threads sharing a tile row (one half of a warp).
+__device__ __forceinline__ float row16_sum(float x) {
+  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float row16_max(float x) {
+  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
+// columns ≥ n_cols (src is not read there).
+template <int ROWS, int COLS>
+__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
+                                          int n_rows, int n_cols) {
+  for (int e = threadIdx.x; e < ROWS * COLS; e += kThreads) {
+    const int r = e / COLS, c = e - r * COLS;
+    dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
+  }
+}
+
+// Sizes of one problem, shared by the kernels.
+struct Dims {
+  int B, T, H, D;
+  int n_blocks, Tp;  // blocks per sequence, T padded to n_blocks · S
+  float scale;
+  __host__ __device__ int64_t in_row(int b, int t, int h) const { return (int64_t(b) * T + t) * H + h; }  // (B, T, H) index
+};
+
+// The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
+struct Scratch {
+  double* g;       // (B·H, Tp): G_t = Σ_{u≤t} log_f_u, 0 without a gate
+  float* q_hat;    // (B·H, Tp, DP): Q̃, queries at their block's left edge
+  float* k_hat;    // (B·H, Tp, DP): K̃, keys at their block's right edge
+  float* u;        // (B·H, Tp, DP): U = Tm diag(β) W per block
+  float* s_loc;    // (B·H, n_blocks, S, S): unscaled intra-block logits (forward only)
+  float* delta;    // (B·H, Tp): δ_i = dout_i·o_i (backward)
+  float* dq_hat;   // (B·H, Tp, DP): dQ̃ (backward)
+  float* dk_hat;   // (B·H, Tp, DP): dK̃, atomically summed over query blocks (backward)
+  float* du;       // (B·H, Tp, DP): the scan's dU, atomic (backward)
+  float* dw_scan;  // (B·H, Tp, DP): the scan's dW, atomic (backward)
+  float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, atomic (backward)
+  float* dg;       // (B·H, Tp): dG_i = Σ_j dS_ij − Σ_i' dS_i'i, atomic, then completed (backward)
+};
+
+struct Inputs {
+  const float *q, *k, *v, *w;  // (B, T, H, D)
+  const float* beta;           // (B, T, H)
+  const float* log_f;          // (B, T, H) or null
+};
+
+__device__ double block_sum_double(double x, double* red) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) red[warp] = x;
+  __syncthreads();
+  double s = 0;
+  for (int i = 0; i < kThreads / 32; ++i) s += red[i];
+  __syncthreads();
+  return s;
+}
+
+// The UT transform of one block (README), from Q, K, W (S × DP, stride DP + 1) and β (S) in
+// shared memory, every product on (S × S) or (S × DP) tiles:
+//   A = strictLower(diag(β) W Wᵀ), E = strictLower(diag(β) W Kᵀ), QW = tril_incl(Q Wᵀ)
+//   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
+//   S_loc = tril_incl(Q Kᵀ) − QW M
+// Small arrays (S × S) have stride S + 1, U has stride DP + 1. Ends with __syncthreads().
+template <int S, int DP>
+__device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
+                             float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
+                             float* m) {
+  constexpr int LB = DP + 1, LS = S + 1;
+  {
+    Tile<S, S> t;
+    t.zero();
+    mma(t, DP, 1.f, w, LB, 1, w, 1, LB);  // W Wᵀ
+    t.each([&](int r, int c, float& x) { a[r * LS + c] = c < r ? beta[r] * x : 0.f; });
+    t.zero();
+    mma(t, DP, 1.f, w, LB, 1, k, 1, LB);  // W Kᵀ
+    t.each([&](int r, int c, float& x) { e[r * LS + c] = c < r ? beta[r] * x : 0.f; });
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, w, 1, LB);  // Q Wᵀ
+    t.each([&](int r, int c, float& x) { qw[r * LS + c] = c <= r ? x : 0.f; });
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, k, 1, LB);  // Q Kᵀ
+    t.each([&](int r, int c, float& x) { s_loc[r * LS + c] = c <= r ? x : 0.f; });
+  }
+  __syncthreads();
+  static_assert(2 * S + DP <= kThreads, "one thread per column of [Tm | U | M]");
+  const int col = threadIdx.x;
+  if (col < 2 * S + DP) {
+    float* x;  // this thread's column
+    int ld;
+    if (col < S) {
+      x = tm + col, ld = LS;
+      for (int i = 0; i < S; ++i) x[i * ld] = i == col ? 1.f : 0.f;
+    } else if (col < S + DP) {
+      x = u + (col - S), ld = LB;
+      for (int i = 0; i < S; ++i) x[i * ld] = beta[i] * w[i * LB + col - S];
+    } else {
+      x = m + (col - S - DP), ld = LS;
+      for (int i = 0; i < S; ++i) x[i * ld] = e[i * LS + col - S - DP];
+    }
+    for (int i = 1; i < S; ++i) {  // x_i = rhs_i − Σ_{k<i} A_ik x_k
+      float s0 = x[i * ld], s1 = 0.f;
+      int kk = 0;
+      for (; kk + 1 < i; kk += 2) {
+        s0 = fmaf(-a[i * LS + kk], x[kk * ld], s0);
+        s1 = fmaf(-a[i * LS + kk + 1], x[(kk + 1) * ld], s1);
+      }
+      if (kk < i) s0 = fmaf(-a[i * LS + kk], x[kk * ld], s0);
+      x[i * ld] = s0 + s1;
+    }
+  }
+  __syncthreads();
+  {
+    Tile<S, S> t;
+    t.zero();
+    mma(t, S, -1.f, qw, LS, 1, m, LS, 1);  // −QW M (strictly lower: QW lower, M strictly lower)
+    t.each([&](int r, int c, float& x) { s_loc[r * LS + c] += x; });
+  }
+  __syncthreads();
+}
+
+// ---------------------------------------------------------------------------------------------
+// prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
+
+template <int S, int DP>
+constexpr int prep_smem_floats() {
+  return 16 + S + 4 * S * (DP + 1) + 6 * S * (S + 1);
+}
+
+template <int S, int DP>
+__global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
+  constexpr int LB = DP + 1, LS = S + 1;
+  extern __shared__ __align__(16) float smem[];
+  double* red = reinterpret_cast<double*>(smem);  // (8)
+  float* beta = smem + 16;                         // (S)
+  float* q = beta + S;                             // (S, DP) each, stride LB
+  float* k = q + S * LB;
+  float* w = k + S * LB;
+  float* u = w + S * LB;
+  float* a = u + S * LB;  // (S, S) each, stride LS
+  float* e = a + S * LS;
+  float* qw = e + S * LS;
+  float* s_loc = qw + S * LS;
+  float* tm = s_loc + S * LS;
+  float* m = tm + S * LS;
+
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
+  const int a0 = c * S, nv = min(S, d.T - a0);
+  const int tid = threadIdx.x;
+  const int64_t head_row = int64_t(bh) * d.Tp + a0;  // scratch row of the block's first position
+
+  // G_t = Σ_{u≤t} log_f_u (double): the sum before the block, then a serial prefix inside it.
+  if (in.log_f) {
+    double part = 0;
+    for (int t = tid; t < a0; t += kThreads) part += in.log_f[d.in_row(b, t, h)];
+    const double base = block_sum_double(part, red);
+    if (tid < S) {
+      double s = base;
+      for (int t = a0; t <= a0 + tid && t < d.T; ++t) s += in.log_f[d.in_row(b, t, h)];
+      sc.g[head_row + tid] = s;
+    }
+  } else if (tid < S) {
+    sc.g[head_row + tid] = 0.0;
+  }
+
+  const int64_t stride = int64_t(d.H) * d.D, off = d.in_row(b, a0, h) * d.D;
+  load_rows<S, DP>(q, LB, in.q + off, stride, nv, d.D);
+  load_rows<S, DP>(k, LB, in.k + off, stride, nv, d.D);
+  load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
+  if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
+  __syncthreads();
+  ut_transform<S, DP>(q, k, w, beta, a, e, qw, s_loc, tm, u, m);
+
+  Tile<S, DP> t;
+  t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
+  mma(t, S, -1.f, qw, LS, 1, u, LB, 1);  // Q̃ = Q − QW U
+  t.each([&](int r, int col, float& x) { sc.q_hat[(head_row + r) * DP + col] = x; });
+  t.each([&](int r, int col, float& x) { x = k[r * LB + col]; });
+  mma(t, S, -1.f, m, 1, LS, w, LB, 1);  // K̃ = K − Mᵀ W
+  t.each([&](int r, int col, float& x) { sc.k_hat[(head_row + r) * DP + col] = x; });
+  for (int i = tid; i < S * DP; i += kThreads) sc.u[head_row * DP + i] = u[(i / DP) * LB + i % DP];
+  if (sc.s_loc) {
+    float* out = sc.s_loc + (int64_t(bh) * d.n_blocks + c) * S * S;  // (S, S)
+    for (int i = tid; i < S * S; i += kThreads) out[i] = s_loc[(i / S) * LS + i % S];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// forward: per (b·h, query block I), heaviest blocks first.
+
+template <int S, int DP>
+constexpr int forward_smem_floats() {
+  return 4 * S + 5 * S * (DP + 1) + 2 * S * (S + 1);
+}
+
+template <int S, int DP>
+__global__ void __launch_bounds__(kThreads) path_forward_kernel(Dims d, Inputs in, Scratch sc,
+                                                                float* o, float* lse) {
+  constexpr int LB = DP + 1, LS = S + 1, TM = S / 16, TS = S / 16, TD = DP / 16;
+  extern __shared__ __align__(16) float smem[];
+  double* gq = reinterpret_cast<double*>(smem);  // (S): G of the query rows
+  double* gk = gq + S;                           // (S): G of the key block
+  float* r_s = smem + 4 * S;                     // (S, DP): R, the queries moved left
+  float* kw = r_s + S * LB;                      // (2S, DP): [K̃_J; W_J]
+  float* u = kw + 2 * S * LB;                    // (S, DP): U_J
+  float* v = u + S * LB;                         // (S, DP): V_J
+  float* p_s = v + S * LB;                       // (S, S): probabilities
+  float* x_s = p_s + S * LS;                     // (S, S): X = R W_Jᵀ
+
+  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H;
+  const int I = d.n_blocks - 1 - blockIdx.y, a0 = I * S, nv = min(S, d.T - a0);
+  const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
+  const int64_t head = int64_t(bh) * d.Tp, stride = int64_t(d.H) * d.D;
+
+  load_rows<S, DP>(r_s, LB, sc.q_hat + (head + a0) * DP, DP, S, DP);  // R = Q̃_I
+  load_rows<S, DP>(v, LB, in.v + d.in_row(b, a0, h) * d.D, stride, nv, d.D);
+  if (tid < S) gq[tid] = sc.g[head + a0 + tid];
+  __syncthreads();
+
+  // Diagonal block: s_ij = scale·S_loc_ij + G_i − G_j (j ≤ i), m_i = max_j s_ij, l_i = Σ_j e^{s_ij − m_i}.
+  float m_row[TM], l_row[TM];
+  {
+    const float* sl = sc.s_loc + (int64_t(bh) * d.n_blocks + I) * S * S;  // (S, S)
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int r = ty + 16 * i;
+      float s[TS], mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < TS; ++j) {
+        const int c = tx + 16 * j;
+        s[j] = c <= r ? d.scale * sl[r * S + c] + float(gq[r] - gq[c]) : -INFINITY;
+        mx = fmaxf(mx, s[j]);
+      }
+      mx = row16_max(mx);  // finite: the diagonal is always there
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < TS; ++j) {
+        const int c = tx + 16 * j;
+        const float p = c <= r ? expf(s[j] - mx) : 0.f;
+        p_s[r * LS + c] = p;
+        sum += p;
+      }
+      m_row[i] = mx;
+      l_row[i] = row16_sum(sum);
+    }
+  }
+  __syncthreads();
+  Tile<S, DP> acc;  // Σ_j e^{s_ij − m_i} v_j
+  acc.zero();
+  mma(acc, S, 1.f, p_s, LS, 1, v, LB, 1);
+
+  for (int J = I - 1; J >= 0; --J) {
+    const int j0 = J * S;
+    __syncthreads();  // the previous step's products are done with kw, u, v, p_s, x_s; R is updated
+    load_rows<S, DP>(kw, LB, sc.k_hat + (head + j0) * DP, DP, S, DP);
+    load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+    load_rows<S, DP>(u, LB, sc.u + (head + j0) * DP, DP, S, DP);
+    load_rows<S, DP>(v, LB, in.v + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+    if (tid < S) gk[tid] = sc.g[head + j0 + tid];
+    __syncthreads();
+    Tile<S, 2 * S> zx;  // [Z, X] = R [K̃_J; W_J]ᵀ
+    zx.zero();
+    mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
+    // Online softmax: s = scale·z + G_i − G_j, m' = max(m, max_j s), acc ← e^{m − m'} acc, l likewise.
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int r = ty + 16 * i;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < TS; ++j) {
+        zx.v[i][j] = d.scale * zx.v[i][j] + float(gq[r] - gk[tx + 16 * j]);
+        mx = fmaxf(mx, zx.v[i][j]);
+      }
+      const float m_new = fmaxf(m_row[i], row16_max(mx));
+      const float alpha = expf(m_row[i] - m_new);
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < TS; ++j) {
+        const float p = expf(zx.v[i][j] - m_new);
+        p_s[r * LS + tx + 16 * j] = p;
+        sum += p;
+      }
+#pragma unroll
+      for (int j = TS; j < 2 * TS; ++j) x_s[r * LS + tx + 16 * j - S] = zx.v[i][j];
+      l_row[i] = l_row[i] * alpha + row16_sum(sum);
+      m_row[i] = m_new;
+#pragma unroll
+      for (int j = 0; j < TD; ++j) acc.v[i][j] *= alpha;
+    }
+    __syncthreads();
+    mma(acc, S, 1.f, p_s, LS, 1, v, LB, 1);  // acc += P V_J
+    if (J > 0) {                              // R ← R − X U_J (= R P_J)
+      Tile<S, DP> t;
+      t.zero();
+      mma(t, S, 1.f, x_s, LS, 1, u, LB, 1);
+      t.each([&](int r, int c, float& x) { r_s[r * LB + c] -= x; });
+    }
+  }
+
+  // o_i = acc_i / l_i, lse_i = m_i + log l_i
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int r = ty + 16 * i;
+    if (r >= nv) continue;
+    const int64_t row = d.in_row(b, a0 + r, h);
+#pragma unroll
+    for (int j = 0; j < TD; ++j) {
+      const int c = tx + 16 * j;
+      if (c < d.D) o[row * d.D + c] = acc.v[i][j] / l_row[i];
+    }
+    if (tx == 0) lse[row] = m_row[i] + logf(l_row[i]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// scan backward: per (b·h, query block I), heaviest first. For J = 0 … I−1, with R_J (the block's
+// queries at J's right edge) recomputed from Q̃_I, X_J = R_J W_Jᵀ and γ = dR_{J−1}:
+//   P = exp(scale·z + G_i − G_j − lse_i), dS = P ⊙ (dout V_Jᵀ − δ), dZ = scale·dS
+//   dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, dU_J −= X_Jᵀ γ, Y = γ U_Jᵀ, dW_J −= Yᵀ R_J (J ≥ 1)
+//   γ ← γ + dZ K̃_J − Y W_J;   at the end dQ̃_I = γ
+
+template <int S, int DP>
+constexpr int scan_smem_floats() {
+  return 4 * S + 3 * S + 8 * S * (DP + 1) + 2 * S * (S + 1) + S * (2 * S + 1);
+}
+
+template <int S, int DP>
+__global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, Inputs in, Scratch sc,
+                                                                      const float* dout,
+                                                                      const float* o,
+                                                                      const float* lse) {
+  constexpr int LB = DP + 1, LS = S + 1, LW = 2 * S + 1, TM = S / 16, TS = S / 16;
+  extern __shared__ __align__(16) float smem[];
+  double* gq = reinterpret_cast<double*>(smem);  // (S)
+  double* gk = gq + S;                           // (S)
+  float* lse_s = smem + 4 * S;                   // (S)
+  float* delta_s = lse_s + S;                    // (S)
+  float* col_sum = delta_s + S;                  // (S): Σ_i dS_ij of this step
+  float* q_h = col_sum + S;                      // (S, DP): Q̃_I
+  float* r_s = q_h + S * LB;                     // (S, DP): R_J
+  float* gam = r_s + S * LB;                     // (S, DP): γ
+  float* d_o = gam + S * LB;                     // (S, DP): dout
+  float* kw = d_o + S * LB;                      // (2S, DP): [K̃_J; W_J]
+  float* u = kw + 2 * S * LB;                    // (S, DP): U_J
+  float* v = u + S * LB;                         // (S, DP): V_J
+  float* p_s = v + S * LB;                       // (S, S): P
+  float* x_s = p_s + S * LS;                     // (S, S): X_J
+  float* zy = x_s + S * LS;                      // (S, 2S): [dZ, −Y]
+
+  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H;
+  const int I = d.n_blocks - 1 - blockIdx.y, a0 = I * S, nv = min(S, d.T - a0);
+  const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
+  const int64_t head = int64_t(bh) * d.Tp, stride = int64_t(d.H) * d.D;
+  const int64_t in_off = d.in_row(b, a0, h) * d.D;
+
+  load_rows<S, DP>(q_h, LB, sc.q_hat + (head + a0) * DP, DP, S, DP);
+  load_rows<S, DP>(d_o, LB, dout + in_off, stride, nv, d.D);
+  load_rows<S, DP>(gam, LB, o + in_off, stride, nv, d.D);  // o, for δ
+  if (tid < S) {
+    gq[tid] = sc.g[head + a0 + tid];
+    lse_s[tid] = tid < nv ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
+  }
+  __syncthreads();
+  for (int r = tid >> 5; r < S; r += kThreads / 32) {  // δ_i = dout_i·o_i, a warp per row
+    float s = 0.f;
+    for (int c = tid & 31; c < DP; c += 32) s += d_o[r * LB + c] * gam[r * LB + c];
+    s = warp_sum(s);
+    if ((tid & 31) == 0) {
+      delta_s[r] = s;
+      sc.delta[head + a0 + r] = s;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < S * LB; i += kThreads) gam[i] = 0.f;
+
+  float row_sum[TM] = {};  // Σ_j dS_ij over the off-diagonal blocks
+  for (int J = 0; J < I; ++J) {
+    const int j0 = J * S;
+    // R_J = Q̃_I P_{I−1} ⋯ P_{J+1}
+    for (int i = tid; i < S * LB; i += kThreads) r_s[i] = q_h[i];
+    for (int K = I - 1; K > J; --K) {
+      const int k0 = K * S;
+      load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, k0, h) * d.D, stride, S, d.D);
+      load_rows<S, DP>(u, LB, sc.u + (head + k0) * DP, DP, S, DP);
+      __syncthreads();
+      Tile<S, S> x;  // X = R W_Kᵀ
+      x.zero();
+      mma(x, DP, 1.f, r_s, LB, 1, kw + S * LB, 1, LB);
+      x.each([&](int r, int c, float& val) { x_s[r * LS + c] = val; });
+      __syncthreads();
+      Tile<S, DP> t;  // R ← R − X U_K
+      t.zero();
+      mma(t, S, 1.f, x_s, LS, 1, u, LB, 1);
+      t.each([&](int r, int c, float& val) { r_s[r * LB + c] -= val; });
+      __syncthreads();
+    }
+    load_rows<S, DP>(kw, LB, sc.k_hat + (head + j0) * DP, DP, S, DP);
+    load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+    load_rows<S, DP>(u, LB, sc.u + (head + j0) * DP, DP, S, DP);
+    load_rows<S, DP>(v, LB, in.v + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+    if (tid < S) {
+      gk[tid] = sc.g[head + j0 + tid];
+      col_sum[tid] = 0.f;
+    }
+    __syncthreads();
+    {
+      Tile<S, 2 * S> zx;  // [Z, X] = R_J [K̃_J; W_J]ᵀ
+      zx.zero();
+      mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
+      Tile<S, S> dp;  // dP = dout V_Jᵀ
+      dp.zero();
+      mma(dp, DP, 1.f, d_o, LB, 1, v, 1, LB);
+      float cs[TS] = {};
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int r = ty + 16 * i;
+#pragma unroll
+        for (int j = 0; j < TS; ++j) {
+          const int c = tx + 16 * j;
+          const float p =
+              r < nv ? expf(d.scale * zx.v[i][j] + float(gq[r] - gk[c]) - lse_s[r]) : 0.f;
+          const float ds = p * (dp.v[i][j] - delta_s[r]);
+          p_s[r * LS + c] = p;
+          zy[r * LW + c] = d.scale * ds;
+          row_sum[i] += ds;
+          cs[j] += ds;
+        }
+#pragma unroll
+        for (int j = TS; j < 2 * TS; ++j) x_s[r * LS + tx + 16 * j - S] = zx.v[i][j];
+      }
+#pragma unroll
+      for (int j = 0; j < TS; ++j) atomicAdd(&col_sum[tx + 16 * j], cs[j]);
+    }
+    __syncthreads();
+    const int64_t key_row = head + j0;  // scratch row of the key block
+    {
+      Tile<S, DP> t;  // dV_J += Pᵀ dout
+      t.zero();
+      mma(t, S, 1.f, p_s, 1, LS, d_o, LB, 1);
+      t.each([&](int r, int c, float& val) { atomicAdd(&sc.dv[(key_row + r) * DP + c], val); });
+      t.zero();  // dK̃_J += dZᵀ R_J
+      mma(t, S, 1.f, zy, 1, LW, r_s, LB, 1);
+      t.each([&](int r, int c, float& val) { atomicAdd(&sc.dk_hat[(key_row + r) * DP + c], val); });
+      if (J > 0) {
+        t.zero();  // dU_J −= X_Jᵀ γ
+        mma(t, S, -1.f, x_s, 1, LS, gam, LB, 1);
+        t.each([&](int r, int c, float& val) { atomicAdd(&sc.du[(key_row + r) * DP + c], val); });
+        Tile<S, S> y;  // −Y = −γ U_Jᵀ
+        y.zero();
+        mma(y, DP, -1.f, gam, LB, 1, u, 1, LB);
+        y.each([&](int r, int c, float& val) { zy[r * LW + S + c] = val; });
+      }
+      if (tid < S) atomicAdd(&sc.dg[key_row + tid], -col_sum[tid]);  // dG_j −= Σ_i dS_ij
+    }
+    __syncthreads();
+    {
+      Tile<S, DP> t;
+      if (J > 0) {  // dW_J += (−Y)ᵀ R_J
+        t.zero();
+        mma(t, S, 1.f, zy + S, 1, LW, r_s, LB, 1);
+        t.each([&](int r, int c, float& val) { atomicAdd(&sc.dw_scan[(key_row + r) * DP + c], val); });
+      }
+      t.zero();  // γ ← γ + [dZ, −Y] [K̃_J; W_J]
+      mma(t, J > 0 ? 2 * S : S, 1.f, zy, LW, 1, kw, LB, 1);
+      t.each([&](int r, int c, float& val) { gam[r * LB + c] += val; });
+    }
+    __syncthreads();
+  }
+
+  for (int i = tid; i < S * DP; i += kThreads) sc.dq_hat[(head + a0) * DP + i] = gam[(i / DP) * LB + i % DP];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const float s = row16_sum(row_sum[i]);
+    if (tx == 0 && I > 0) atomicAdd(&sc.dg[head + a0 + ty + 16 * i], s);  // dG_i += Σ_j dS_ij
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// UT backward: per (block c, b·h). The diagonal block's softmax backward, then the README's
+//   dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)          dU_tot = dU − QWᵀ dQ̃
+//   dM  = −QWᵀ dS − W dK̃ᵀ                    dE = strictLower(Tmᵀ dM)
+//   dTm = dU_tot Wbᵀ + dM Eᵀ                  dA = strictLower(−Tmᵀ dTm Tmᵀ)
+//   dWb = Tmᵀ dU_tot + dE K + dA W
+//   dq = dQ̃ + dS K + dQW W,  dk = dK̃ + dSᵀ Q + dEᵀ Wb
+//   dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ Wb + diag(β) dWb,  dβ_r = dWb_r · w_r
+// with dS the block's (scaled) diagonal dZ and Wb = diag(β) W (never formed: β scales in place).
+
+template <int S, int DP>
+constexpr int ut_backward_smem_floats() {
+  return 2 * S + 5 * S + 6 * S * (DP + 1) + 7 * S * (S + 1);
+}
+
+template <int S, int DP>
+__global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
+                                                                    const float* dout,
+                                                                    const float* lse, float* dq,
+                                                                    float* dk, float* dv, float* dw,
+                                                                    float* dbeta) {
+  constexpr int LB = DP + 1, LS = S + 1, TM = Tile<S, DP>::TM, TD = Tile<S, DP>::TN;
+  extern __shared__ __align__(16) float smem[];
+  double* gq = reinterpret_cast<double*>(smem);  // (S)
+  float* beta = smem + 2 * S;                    // (S)
+  float* lse_s = beta + S;                       // (S)
+  float* delta_s = lse_s + S;                    // (S)
+  float* row_sum = delta_s + S;                  // (S)
+  float* col_sum = row_sum + S;                  // (S)
+  float* q = col_sum + S;                        // (S, DP) each, stride LB
+  float* k = q + S * LB;
+  float* w = k + S * LB;
+  float* u = w + S * LB;    // U, then dU_tot
+  float* b1 = u + S * LB;   // V, then dQ̃
+  float* b2 = b1 + S * LB;  // dout, then dK̃
+  float* s0 = b2 + S * LB;  // (S, S) each, stride LS: A, then P, then dQW
+  float* s1 = s0 + S * LS;  // E, then Tmᵀ dTm
+  float* s2 = s1 + S * LS;  // QW, then dE
+  float* s3 = s2 + S * LS;  // S_loc, then dS (scaled)
+  float* s4 = s3 + S * LS;  // Tm
+  float* s5 = s4 + S * LS;  // M
+  float* s6 = s5 + S * LS;  // dM, then dTm, then dA
+
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
+  const int a0 = c * S, nv = min(S, d.T - a0);
+  const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
+  const int64_t head_row = int64_t(bh) * d.Tp + a0, stride = int64_t(d.H) * d.D;
+  const int64_t in_off = d.in_row(b, a0, h) * d.D;
+
+  load_rows<S, DP>(q, LB, in.q + in_off, stride, nv, d.D);
+  load_rows<S, DP>(k, LB, in.k + in_off, stride, nv, d.D);
+  load_rows<S, DP>(w, LB, in.w + in_off, stride, nv, d.D);
+  load_rows<S, DP>(b1, LB, in.v + in_off, stride, nv, d.D);
+  load_rows<S, DP>(b2, LB, dout + in_off, stride, nv, d.D);
+  if (tid < S) {
+    const bool ok = tid < nv;
+    gq[tid] = sc.g[head_row + tid];
+    beta[tid] = ok ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
+    lse_s[tid] = ok ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
+    delta_s[tid] = sc.delta[head_row + tid];
+    row_sum[tid] = 0.f;
+    col_sum[tid] = 0.f;
+  }
+  __syncthreads();
+  ut_transform<S, DP>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
+
+  {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
+    Tile<S, S> dp;
+    dp.zero();
+    mma(dp, DP, 1.f, b2, LB, 1, b1, 1, LB);
+    float rs[Tile<S, S>::TM] = {}, cs[Tile<S, S>::TN] = {};
+#pragma unroll
+    for (int i = 0; i < Tile<S, S>::TM; ++i) {
+      const int r = ty + 16 * i;
+#pragma unroll
+      for (int j = 0; j < Tile<S, S>::TN; ++j) {
+        const int cc = tx + 16 * j;
+        const float p = (cc <= r && r < nv)
+                            ? expf(d.scale * s3[r * LS + cc] + float(gq[r] - gq[cc]) - lse_s[r])
+                            : 0.f;
+        const float ds = p * (dp.v[i][j] - delta_s[r]);
+        s0[r * LS + cc] = p;
+        s3[r * LS + cc] = d.scale * ds;
+        rs[i] += ds;
+        cs[j] += ds;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < Tile<S, S>::TM; ++i) {
+      const float s = row16_sum(rs[i]);
+      if (tx == 0) row_sum[ty + 16 * i] = s;
+    }
+#pragma unroll
+    for (int j = 0; j < Tile<S, S>::TN; ++j) atomicAdd(&col_sum[tx + 16 * j], cs[j]);
+  }
+  __syncthreads();
+  {  // dv = dV (off-diagonal) + Pᵀ dout;  dG_i += Σ_j dS_ij − Σ_i' dS_i'i (diagonal block)
+    Tile<S, DP> t;
+    t.zero();
+    mma(t, S, 1.f, s0, 1, LS, b2, LB, 1);
+    t.each([&](int r, int cc, float& x) {
+      if (r < nv && cc < d.D) dv[(in_off + int64_t(r) * stride) + cc] = sc.dv[(head_row + r) * DP + cc] + x;
+    });
+    if (tid < S) sc.dg[head_row + tid] += row_sum[tid] - col_sum[tid];
+  }
+  __syncthreads();
+  load_rows<S, DP>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
+  load_rows<S, DP>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
+  __syncthreads();
+  {
+    Tile<S, S> t;  // dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)
+    t.zero();
+    mma(t, S, -1.f, s3, LS, 1, s5, 1, LS);
+    mma(t, DP, -1.f, b1, LB, 1, u, 1, LB);
+    t.each([&](int r, int cc, float& x) { s0[r * LS + cc] = cc <= r ? x : 0.f; });
+    t.zero();  // dM = −QWᵀ dS − W dK̃ᵀ
+    mma(t, S, -1.f, s2, 1, LS, s3, LS, 1);
+    mma(t, DP, -1.f, w, LB, 1, b2, 1, LB);
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = x; });
+    Tile<S, DP> du;  // dU_tot = dU − QWᵀ dQ̃
+    du.each([&](int r, int cc, float& x) { x = sc.du[(head_row + r) * DP + cc]; });
+    mma(du, S, -1.f, s2, 1, LS, b1, LB, 1);
+    __syncthreads();  // U was read above
+    du.each([&](int r, int cc, float& x) { u[r * LB + cc] = x; });
+  }
+  __syncthreads();
+  {
+    Tile<S, S> t;  // dE = strictLower(Tmᵀ dM)
+    t.zero();
+    mma(t, S, 1.f, s4, 1, LS, s6, LS, 1);
+    t.each([&](int r, int cc, float& x) { s2[r * LS + cc] = cc < r ? x : 0.f; });
+    t.zero();  // dTm = (dU_tot Wᵀ) diag(β) + dM Eᵀ
+    mma(t, DP, 1.f, u, LB, 1, w, 1, LB);
+    t.each([&](int, int cc, float& x) { x *= beta[cc]; });
+    mma(t, S, 1.f, s6, LS, 1, s1, 1, LS);
+    __syncthreads();  // dM and E were read above
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = x; });
+    __syncthreads();
+    t.zero();  // Tmᵀ dTm
+    mma(t, S, 1.f, s4, 1, LS, s6, LS, 1);
+    t.each([&](int r, int cc, float& x) { s1[r * LS + cc] = x; });
+    __syncthreads();
+    t.zero();  // dA = strictLower(−(Tmᵀ dTm) Tmᵀ)
+    mma(t, S, -1.f, s1, LS, 1, s4, 1, LS);
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = cc < r ? x : 0.f; });
+  }
+  __syncthreads();
+  {
+    Tile<S, DP> dwb;  // dWb = Tmᵀ dU_tot + dE K + dA W
+    dwb.zero();
+    mma(dwb, S, 1.f, s4, 1, LS, u, LB, 1);
+    mma(dwb, S, 1.f, s2, LS, 1, k, LB, 1);
+    mma(dwb, S, 1.f, s6, LS, 1, w, LB, 1);
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {  // dβ_r = dWb_r · w_r
+      const int r = ty + 16 * i;
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < TD; ++j) s += dwb.v[i][j] * w[r * LB + tx + 16 * j];
+      s = row16_sum(s);
+      if (tx == 0 && r < nv) dbeta[d.in_row(b, a0 + r, h)] = s;
+    }
+    Tile<S, DP> t;  // dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ diag(β) W + diag(β) dWb
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TD; ++j) t.v[i][j] = beta[ty + 16 * i] * dwb.v[i][j];
+    mma(t, S, 1.f, s0, 1, LS, q, LB, 1);
+    mma(t, S, -1.f, s5, LS, 1, b2, LB, 1);
+    mma<true>(t, S, 1.f, s6, 1, LS, w, LB, 1, beta);
+    t.each([&](int r, int cc, float& x) {
+      if (r < nv && cc < d.D) dw[in_off + r * stride + cc] = sc.dw_scan[(head_row + r) * DP + cc] + x;
+    });
+    t.each([&](int r, int cc, float& x) { x = b1[r * LB + cc]; });  // dq = dQ̃ + dS K + dQW W
+    mma(t, S, 1.f, s3, LS, 1, k, LB, 1);
+    mma(t, S, 1.f, s0, LS, 1, w, LB, 1);
+    t.each([&](int r, int cc, float& x) {
+      if (r < nv && cc < d.D) dq[in_off + r * stride + cc] = x;
+    });
+    t.each([&](int r, int cc, float& x) { x = b2[r * LB + cc]; });  // dk = dK̃ + dSᵀ Q + dEᵀ diag(β) W
+    mma(t, S, 1.f, s3, 1, LS, q, LB, 1);
+    mma<true>(t, S, 1.f, s2, 1, LS, w, LB, 1, beta);
+    t.each([&](int r, int cc, float& x) {
+      if (r < nv && cc < d.D) dk[in_off + r * stride + cc] = x;
+    });
+  }
+}
+
+// dlog_f_t = Σ_{i≥t} dG_i per b·h, in double: one warp, 32 positions at a time from the end.
+__global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f) {
+  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H, lane = threadIdx.x;
+  const float* g = dg + int64_t(bh) * d.Tp;
+  double carry = 0;
+  for (int end = d.T; end > 0; end -= 32) {
+    const int t = end - 1 - lane;
+    double x = t >= 0 ? double(g[t]) : 0.0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    x += carry;
+    if (t >= 0) dlog_f[d.in_row(b, t, h)] = float(x);
+    carry = __shfl_sync(0xffffffffu, x, 31);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+// Carves one scratch() allocation; with a null base it only measures.
+struct Carver {
+  char* base;
+  size_t used = 0;
+  template <class T>
+  T* take(size_t n) {
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += (n * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+};
+
+template <int S, int DP>
+Scratch carve(char* base, const Dims& d, bool backward, size_t* bytes) {
+  const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp;
+  Carver cv{base};
+  Scratch sc{};
+  sc.g = cv.take<double>(rows);
+  sc.q_hat = cv.take<float>(rows * DP);
+  sc.k_hat = cv.take<float>(rows * DP);
+  sc.u = cv.take<float>(rows * DP);
+  if (!backward) {
+    sc.s_loc = cv.take<float>(rows * S);
+  } else {
+    sc.delta = cv.take<float>(rows);
+    sc.dq_hat = cv.take<float>(rows * DP);
+    sc.dk_hat = cv.take<float>(rows * DP);  // the atomic accumulators, zeroed together: dk_hat … dg
+    sc.du = cv.take<float>(rows * DP);
+    sc.dw_scan = cv.take<float>(rows * DP);
+    sc.dv = cv.take<float>(rows * DP);
+    sc.dg = cv.take<float>(rows);
+  }
+  *bytes = cv.used;
+  return sc;
+}
+
+// Opts a kernel in to more than 48 KB of dynamic shared memory (once per instantiation).
+template <class Kernel>
+bool set_smem(Kernel kernel, int bytes) {
+  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  return true;
+}
+
+Dims make_dims(const PathAttentionArgs& args, int S) {
+  const AttnShape& sh = args.shape;
+  const int n = ceil_div(sh.T, S);
+  return {sh.B, sh.T, sh.H, sh.D, n, n * S, float(args.scale)};
+}
+
+template <int S, int DP>
+void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
+  constexpr int bytes = prep_smem_floats<S, DP>() * int(sizeof(float));
+  static_assert(bytes <= 232448, "prep shared memory");
+  static const bool opted_in = set_smem(path_prep_kernel<S, DP>, bytes);
+  (void)opted_in;
+  path_prep_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
+  PB_LAUNCH_CHECK();
+}
+
+template <int S, int DP>
+void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArgs& args) {
+  const Dims d = make_dims(args, S);
+  size_t bytes = 0;
+  carve<S, DP>(nullptr, d, false, &bytes);
+  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, &bytes);
+  launch_prep<S, DP>(d, in, sc);
+  constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
+  static_assert(fwd_bytes <= 232448, "forward shared memory");
+  static const bool opted_in = set_smem(path_forward_kernel<S, DP>, fwd_bytes);
+  (void)opted_in;
+  path_forward_kernel<S, DP><<<dim3(d.B * d.H, d.n_blocks), kThreads, fwd_bytes, stream()>>>(d, in, sc, o, lse);
+  PB_LAUNCH_CHECK();
+}
+
+template <int S, int DP>
+void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                   const float* dout, const float* o, const float* lse, const Inputs& in,
+                   const PathAttentionArgs& args) {
+  const Dims d = make_dims(args, S);
+  size_t bytes = 0;
+  carve<S, DP>(nullptr, d, true, &bytes);
+  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, &bytes);
+  launch_prep<S, DP>(d, in, sc);
+  const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
+                           size_t(d.B) * d.H * d.Tp * sizeof(float);
+  PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
+
+  constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
+  static_assert(scan_bytes <= 232448, "scan shared memory");
+  static const bool scan_opted_in = set_smem(path_scan_backward_kernel<S, DP>, scan_bytes);
+  (void)scan_opted_in;
+  path_scan_backward_kernel<S, DP><<<dim3(d.B * d.H, d.n_blocks), kThreads, scan_bytes, stream()>>>(
+      d, in, sc, dout, o, lse);
+  PB_LAUNCH_CHECK();
+
+  constexpr int ut_bytes = ut_backward_smem_floats<S, DP>() * int(sizeof(float));
+  static_assert(ut_bytes <= 232448, "UT backward shared memory");
+  static const bool ut_opted_in = set_smem(path_ut_backward_kernel<S, DP>, ut_bytes);
+  (void)ut_opted_in;
+  path_ut_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
+      d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
+  PB_LAUNCH_CHECK();
+
+  if (dlog_f) {
+    path_gate_backward_kernel<<<d.B * d.H, 32, 0, stream()>>>(d, sc.dg, dlog_f);
+    PB_LAUNCH_CHECK();
+  }
+}
+
+void check_head_dim(int D) {
+  if (D < 1 || D > 128)
+    throw_cuda_error("path_attention", "head dim must be in [1, 128]", __FILE__, __LINE__);
+}
+
+}  // namespace
+
+void path_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
+                            const float* w, const float* beta, const float* log_f,
+                            const PathAttentionArgs& args) {
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_head_dim(sh.D);
+  const Inputs in{q, k, v, w, beta, log_f};
+  if (sh.D <= 32)
+    forward_impl<64, 32>(o, lse, in, args);
+  else if (sh.D <= 64)
+    forward_impl<64, 64>(o, lse, in, args);
+  else
+    forward_impl<32, 128>(o, lse, in, args);
+}
+
+void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                             const float* dout, const float* o, const float* lse, const float* q,
+                             const float* k, const float* v, const float* w, const float* beta,
+                             const float* log_f, const PathAttentionArgs& args) {
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_head_dim(sh.D);
+  const Inputs in{q, k, v, w, beta, log_f};
+  if (sh.D <= 32)
+    backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+  else if (sh.D <= 64)
+    backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+  else
+    backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+}
+
+}  // namespace pb::cuda

@@ -1,0 +1,175 @@
+// The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
+// memory, copies, graphs and timers. Device discovery (device.h) is here too.
+#include <atomic>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/runtime.h"
+#include "kernels/device.h"
+
+namespace pb {
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error (35) or "no device" (100)
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
+namespace cuda {
+
+void throw_cuda_error(const char* what, const char* detail, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error: ") + what + ": " + detail + " (" + file + ":" +
+                           std::to_string(line) + ")");
+}
+
+namespace {
+
+constexpr size_t kBlasWorkspace = size_t(32) << 20;  // fixed, so cuBLAS never allocates in a graph
+
+struct ThreadContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* workspace = nullptr;
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
+  ~ThreadContext() {
+    if (blas) cublasDestroy(blas);
+    if (workspace) cudaFree(workspace);
+    if (scratch) cudaFree(scratch);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+ThreadContext& context() {
+  thread_local ThreadContext ctx;
+  if (!ctx.stream) {
+    PB_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
+    PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
+    PB_CUBLAS_CHECK(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
+    PB_CUDA_CHECK(cudaMalloc(&ctx.workspace, kBlasWorkspace));
+    PB_CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, ctx.workspace, kBlasWorkspace));
+  }
+  return ctx;
+}
+
+std::atomic<uint64_t> g_allocations{0};
+
+}  // namespace
+
+cudaStream_t stream() { return context().stream; }
+cublasHandle_t blas() { return context().blas; }
+
+void set_device(int device) { PB_CUDA_CHECK(cudaSetDevice(device)); }
+void synchronize() { PB_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  PB_CUDA_CHECK(cudaMalloc(&p, bytes));
+  ++g_allocations;
+  return p;
+}
+void device_free(void* p) {
+  if (p) cudaFree(p);
+}
+uint64_t allocation_count() { return g_allocations.load(); }
+
+void* scratch(size_t bytes) {
+  ThreadContext& ctx = context();
+  if (bytes > ctx.scratch_bytes) {
+    PB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // the old region may still be in use
+    device_free(ctx.scratch);
+    ctx.scratch = device_alloc(bytes);
+    ctx.scratch_bytes = bytes;
+  }
+  return ctx.scratch;
+}
+
+void set_tf32(bool on) {
+  PB_CUBLAS_CHECK(cublasSetMathMode(blas(), on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
+  synchronize();
+}
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+}
+void zero_on_device(void* dst, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream()));
+}
+
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+void host_free_pinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst_pinned, src, bytes, cudaMemcpyDeviceToHost, stream()));
+}
+
+Graph::~Graph() { reset(); }
+void Graph::reset() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  exec_ = nullptr;
+}
+void Graph::begin() {
+  reset();
+  PB_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+}
+void Graph::end() {
+  cudaGraph_t graph = nullptr;
+  PB_CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PB_CUDA_CHECK(err);
+  exec_ = exec;
+}
+void Graph::launch() { PB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
+
+Timer::Timer() {
+  cudaEvent_t a, b;
+  PB_CUDA_CHECK(cudaEventCreate(&a));
+  PB_CUDA_CHECK(cudaEventCreate(&b));
+  start_ = a, stop_ = b;
+}
+Timer::~Timer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+void Timer::start() { PB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(start_), stream())); }
+double Timer::stop_ms() {
+  PB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(stop_), stream()));
+  PB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
+  float ms = 0;
+  PB_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
+  return ms;
+}
+
+}  // namespace cuda
+}  // namespace pb

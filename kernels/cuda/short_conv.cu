@@ -1,0 +1,133 @@
+// Causal depthwise convolution of width 3 over time, then SiLU:
+//   z[b,t,c] = Σ_{k<3} a[k,c] · u[b,t−k,c]  (u = 0 for t−k < 0),  y = silu(z) = z · σ(z)
+//
+// Forward: elementwise over the B·T·C outputs (float4 when C % 4 == 0 and the buffers are 16-byte
+// aligned). Backward: one thread per (channel, chunk of kChunk rows r = b·T + t) walks its rows
+// from the last to the first, recomputing z, keeping dz of the two later rows and u of the two
+// earlier rows in registers, so du comes out in one pass; the same walk accumulates the chunk's
+// share of da, and the chunk partials are summed in a fixed order (deterministic, no atomics).
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 4096;
+constexpr int kChunk = 64;        // rows per thread in the backward
+constexpr int kColThreads = 128;  // channels per block in the backward
+
+template <int kVec>
+struct alignas(4 * kVec) Pack {
+  float v[kVec];
+};
+template <int kVec>
+__device__ __forceinline__ Pack<kVec> load(const float* p) {
+  return *reinterpret_cast<const Pack<kVec>*>(p);
+}
+
+// y (B·T, C) = silu(Σ_{k ≤ t, k < 3} a[k] ⊙ u[r−k])
+template <int kVec>
+__global__ void forward_kernel(float* y, const float* u, const float* a, int64_t n_packs, int T,
+                               int C) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_packs;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = i * kVec, r = e / C;
+    const int c = int(e % C), t = int(r % T);
+    Pack<kVec> z{};
+    for (int k = 0; k < kShortConvWidth && k <= t; ++k) {
+      const Pack<kVec> ak = load<kVec>(a + k * C + c), uk = load<kVec>(u + e - int64_t(k) * C);
+      for (int j = 0; j < kVec; ++j) z.v[j] += ak.v[j] * uk.v[j];
+    }
+    for (int j = 0; j < kVec; ++j) z.v[j] *= sigmoidf_(z.v[j]);  // y = z · σ(z)
+    *reinterpret_cast<Pack<kVec>*>(y + e) = z;
+  }
+}
+
+// du (N, C) = Σ_{k: t+k < T} a[k] ⊙ dz[r+k],  dz = dy · σ(z)(1 + z(1 − σ(z)))
+// partial (n_chunks, 3, C): partial[chunk, k, c] = Σ_{r in chunk, t ≥ k} dz[r, c] · u[r−k, c]
+__global__ void backward_kernel(float* du, float* partial, const float* dy, const float* u,
+                                const float* a, int N, int T, int C) {
+  const int c = blockIdx.y * kColThreads + threadIdx.x, chunk = blockIdx.x;
+  if (c >= C) return;
+  const int r0 = chunk * kChunk, r1 = min(N, r0 + kChunk);
+  const float a0 = a[c], a1 = a[C + c], a2 = a[2 * C + c];
+  auto U = [&](int r) { return r >= 0 ? u[int64_t(r) * C + c] : 0.f; };  // u[r, c], 0 before row 0
+  // dz at row r (time t), straight from memory: for the two rows after the chunk
+  auto dz_at = [&](int r, int t) {
+    const float z = a0 * U(r) + (t >= 1 ? a1 * U(r - 1) : 0.f) + (t >= 2 ? a2 * U(r - 2) : 0.f);
+    const float s = sigmoidf_(z);
+    return dy[int64_t(r) * C + c] * s * (1.f + z * (1.f - s));
+  };
+  int t = (r1 - 1) % T;  // time of row r
+  // dz of rows r + 1, r + 2 (used only when in the same sequence: t + k < T, so never past N)
+  float dz1 = r1 < N ? dz_at(r1, (t + 1) % T) : 0.f;
+  float dz2 = r1 + 1 < N ? dz_at(r1 + 1, (t + 2) % T) : 0.f;
+  float u0 = U(r1 - 1), u1 = U(r1 - 2), u2 = U(r1 - 3);  // u of rows r, r − 1, r − 2
+  float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f;              // da partials for k = 0, 1, 2
+  for (int r = r1 - 1; r >= r0; --r) {
+    const float z = a0 * u0 + (t >= 1 ? a1 * u1 : 0.f) + (t >= 2 ? a2 * u2 : 0.f);
+    const float s = sigmoidf_(z), dz = dy[int64_t(r) * C + c] * s * (1.f + z * (1.f - s));
+    du[int64_t(r) * C + c] = a0 * dz + (t + 1 < T ? a1 * dz1 : 0.f) + (t + 2 < T ? a2 * dz2 : 0.f);
+    acc0 += dz * u0;  // da[k] += dz[r] · u[r−k]  (t ≥ k)
+    if (t >= 1) acc1 += dz * u1;
+    if (t >= 2) acc2 += dz * u2;
+    dz2 = dz1, dz1 = dz;  // slide the windows one row back
+    u0 = u1, u1 = u2, u2 = U(r - 3);
+    t = t == 0 ? T - 1 : t - 1;
+  }
+  float* p = partial + int64_t(chunk) * 3 * C + c;  // (3, C) of this chunk
+  p[0] = acc0, p[C] = acc1, p[2 * C] = acc2;
+}
+
+// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
+// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
+__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
+  __shared__ float part[16][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (c < W)
+    for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
+  part[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < W) {
+    float s = 0.f;
+    for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
+    out[c] += s;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
+
+}  // namespace
+
+void short_conv_forward(float* y, const float* u, const float* a, int B, int T, int C) {
+  const int64_t n = int64_t(B) * T * C;
+  if (n == 0) return;
+  if (C % 4 == 0 && aligned16(y) && aligned16(u) && aligned16(a))
+    forward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(y, u, a, n / 4, T, C);
+  else
+    forward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(y, u, a, n, T, C);
+  PB_LAUNCH_CHECK();
+}
+
+void short_conv_backward(float* du, float* da, const float* dy, const float* u, const float* a,
+                         int B, int T, int C) {
+  const int N = B * T;
+  if (N == 0 || C == 0) return;
+  const int n_chunks = ceil_div(N, kChunk), W = kShortConvWidth * C;
+  float* partial =
+      static_cast<float*>(scratch(sizeof(float) * size_t(n_chunks) * W));  // (n_chunks, 3, C)
+  backward_kernel<<<dim3(n_chunks, ceil_div(C, kColThreads)), kColThreads, 0, stream()>>>(
+      du, partial, dy, u, a, N, T, C);
+  PB_LAUNCH_CHECK();
+  sum_partials_kernel<<<ceil_div(W, 32), dim3(32, 16), 0, stream()>>>(da, partial, n_chunks, W);
+  PB_LAUNCH_CHECK();
+}
+
+}  // namespace pb::cuda

@@ -1,0 +1,568 @@
+// Causal softmax attention with the optional FoX gate on the GPU: FlashAttention-2 in fp32 (FFMA),
+// O(T·D) memory. Formulas and the backward derivation: kernels/README.md, "Softmax attention and
+// the FoX gate"; the reference is kernels/cpu/softmax_attention.cpp.
+//
+// Tiles. A block of 256 threads is a 16 × 16 grid (ty, tx) over one (BT × BT) tile of logits of one
+// (b, h): thread (ty, tx) owns rows ty·RM + a (a < RM) and columns tx + 16·b (b < RN) of it, and
+// rows ty·RM + a × columns n_j = (j / VW)·16·VW + tx·VW + j % VW (j < NV) of a (BT × DP) output
+// tile. BT = 64 for DP ≤ 128, 32 for DP = 256; DP is the head dim D rounded up to 32, 64, 128 or
+// 256 (columns d ≥ D are zero in shared memory and never stored). Shared-memory tiles are row-major
+// with the row stride padded by 4 floats, so the float4 loads of the inner products are free of
+// bank conflicts. The 16 threads of a row are one half-warp: row reductions are xor shuffles.
+//
+// Kernels (one launch each for all B·H heads; grid (B·H, tiles), the longest tiles first):
+//   forward:    per query tile, key tiles left to right, online softmax → o, lse
+//   backward:   δ_i = dout_i·o_i; [gate: G by a prefix scan]; per key tile dk, dv (query tiles
+//               below the diagonal); per query tile dq; [gate: dlog_f by a suffix scan].
+// Every output element is written by one thread in a fixed order: results are deterministic.
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda {
+namespace {
+
+constexpr int kThreads = 256;  // 16 × 16
+constexpr unsigned kFull = 0xffffffffu;
+
+// Tile geometry for the padded head dim DP.
+template <int DP>
+struct Tile {
+  static constexpr int BT = DP <= 128 ? 64 : 32;  // queries or keys per tile
+  static constexpr int RM = BT / 16;              // tile rows per thread
+  static constexpr int RN = BT / 16;              // tile columns per thread
+  static constexpr int NV = DP / 16;              // output-tile columns per thread
+  static constexpr int VW = NV < 4 ? NV : 4;      // their vector width
+  static constexpr int LD = DP + 4;               // row stride of (BT, DP) smem tiles
+  static constexpr int LP = BT + 4;               // row stride of (BT, BT) smem tiles
+  // Output-tile column of the thread's j-th accumulator.
+  __device__ static int col(int j, int tx) { return (j / VW) * 16 * VW + tx * VW + j % VW; }
+};
+
+// N consecutive floats of shared memory (16-byte aligned for N = 4, 8-byte for N = 2).
+template <int N>
+__device__ __forceinline__ void load_vec(float* out, const float* p) {
+  if constexpr (N == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    out[0] = t.x, out[1] = t.y, out[2] = t.z, out[3] = t.w;
+  } else if constexpr (N == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(p);
+    out[0] = t.x, out[1] = t.y;
+  } else {
+    for (int i = 0; i < N; ++i) out[i] = p[i];
+  }
+}
+
+// Max / sum over the 16 threads of a tile row (a half-warp); every one gets the same bits.
+__device__ __forceinline__ float row_max(float x) {
+  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFull, x, o));
+  return x;
+}
+__device__ __forceinline__ float row_sum(float x) {
+  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
+  return x;
+}
+
+// s (BT, LD) ← rows t0 .. t0+BT−1 of one head's (T, D) slice g (row stride `stride`); zero at
+// t ≥ T and d ≥ D.
+template <int DP>
+__device__ __forceinline__ void load_tile(float* s, const float* __restrict__ g, int t0, int T,
+                                          int stride, int D) {
+  using L = Tile<DP>;
+  constexpr int kRows = kThreads / DP;  // rows per sweep of the block; column d is fixed
+  const int d = threadIdx.x % DP, r0 = threadIdx.x / DP;
+  const float* p = g + int64_t(t0 + r0) * stride + d;
+  const int64_t step = int64_t(kRows) * stride;
+#pragma unroll
+  for (int it = 0; it < L::BT / kRows; ++it) {
+    const int r = r0 + it * kRows;
+    s[r * L::LD + d] = (t0 + r < T && d < D) ? p[it * step] : 0.f;
+  }
+}
+
+// acc[a][b] += Σ_d X[ty·RM + a][d] · Y[tx + 16b][d]      X, Y: (BT, LD) smem tiles
+template <int DP>
+__device__ __forceinline__ void mm_abt(float (&acc)[Tile<DP>::RM][Tile<DP>::RN], const float* X,
+                                       const float* Y, int ty, int tx) {
+  using L = Tile<DP>;
+#pragma unroll 1
+  for (int d = 0; d < DP; d += 4) {
+    float x[L::RM][4], y[L::RN][4];
+#pragma unroll
+    for (int a = 0; a < L::RM; ++a) load_vec<4>(x[a], X + (ty * L::RM + a) * L::LD + d);
+#pragma unroll
+    for (int b = 0; b < L::RN; ++b) load_vec<4>(y[b], Y + (tx + 16 * b) * L::LD + d);
+#pragma unroll
+    for (int a = 0; a < L::RM; ++a)
+#pragma unroll
+      for (int b = 0; b < L::RN; ++b)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[a][b] = fmaf(x[a][e], y[b][e], acc[a][b]);
+  }
+}
+
+// acc[a][j] += Σ_c P[ty·RM + a][c] · Y[c][n_j]            P: (BT, LP), Y: (BT, LD) smem tiles
+template <int DP>
+__device__ __forceinline__ void mm_ab(float (&acc)[Tile<DP>::RM][Tile<DP>::NV], const float* P,
+                                      const float* Y, int ty, int tx) {
+  using L = Tile<DP>;
+#pragma unroll 1
+  for (int c = 0; c < L::BT; c += 4) {
+    float p[L::RM][4];
+#pragma unroll
+    for (int a = 0; a < L::RM; ++a) load_vec<4>(p[a], P + (ty * L::RM + a) * L::LP + c);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float y[L::NV];
+#pragma unroll
+      for (int g = 0; g < L::NV / L::VW; ++g)
+        load_vec<L::VW>(y + g * L::VW, Y + (c + e) * L::LD + g * 16 * L::VW + tx * L::VW);
+#pragma unroll
+      for (int a = 0; a < L::RM; ++a)
+#pragma unroll
+        for (int j = 0; j < L::NV; ++j) acc[a][j] = fmaf(p[a][e], y[j], acc[a][j]);
+    }
+  }
+}
+
+// Where one (b, h) lives: element (t, d) of q, k, v, o, ... at head + t·stride + d, the per-head
+// scalar t of lse, log_f, G, ... at scalar + t·H.
+struct HeadIndex {
+  int64_t head, scalar;
+  int stride;
+  __device__ HeadIndex(int bh, int T, int H, int D)
+      : head((int64_t(bh / H) * T * H + bh % H) * D),
+        scalar(int64_t(bh / H) * T * H + bh % H),
+        stride(H * D) {}
+};
+
+// ---------------------------------------------------------------------------------------------
+// Forward
+
+// Per query tile (blockIdx.y counted from the last), key tiles 0 .. diagonal:
+//   s_ij = scale·q_i·k_j + (G_i − G_j)  (j ≤ i),  m_i ← max(m_i, max_j s_ij),
+//   l_i ← l_i·e^{m_old − m_i} + Σ_j e^{s_ij − m_i},  acc_i ← acc_i·e^{m_old − m_i} + Σ_j e^{s_ij − m_i} v_j
+// then o_i = acc_i / l_i, lse_i = m_i + log l_i.
+template <int DP>
+__global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
+    forward_kernel(float* __restrict__ o,          // (B, T, H, D)
+                   float* __restrict__ lse,        // (B, T, H)
+                   const float* __restrict__ q,    // (B, T, H, D)
+                   const float* __restrict__ k,    // (B, T, H, D)
+                   const float* __restrict__ v,    // (B, T, H, D)
+                   const double* __restrict__ G,   // (B, T, H) or null
+                   int T, int H, int D, float scale) {
+  using L = Tile<DP>;
+  extern __shared__ float4 smem4[];
+  float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
+  float* sk = sq + L::BT * L::LD;               // (BT, LD) keys
+  float* sv = sk + L::BT * L::LD;               // (BT, LD) values
+  float* sp = sv + L::BT * L::LD;               // (BT, LP) e^{s − m}
+  const HeadIndex at(blockIdx.x, T, H, D);
+  const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * L::BT;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+
+  load_tile<DP>(sq, q + at.head, q0, T, at.stride, D);
+  float m[L::RM], l[L::RM], acc[L::RM][L::NV] = {};
+  double gi[L::RM];  // G_i
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a) {
+    m[a] = -INFINITY;
+    l[a] = 0.f;  // this thread's columns only; summed over the row at the end
+    gi[a] = G ? G[at.scalar + int64_t(min(q0 + ty * L::RM + a, T - 1)) * H] : 0.0;
+  }
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * L::BT;
+    __syncthreads();  // the previous tile's sk, sv, sp are read
+    load_tile<DP>(sk, k + at.head, k0, T, at.stride, D);
+    load_tile<DP>(sv, v + at.head, k0, T, at.stride, D);
+    __syncthreads();
+    float s[L::RM][L::RN] = {};
+    mm_abt<DP>(s, sq, sk, ty, tx);
+    double gj[L::RN];  // G_j
+#pragma unroll
+    for (int b = 0; b < L::RN; ++b)
+      gj[b] = G ? G[at.scalar + int64_t(min(k0 + tx + 16 * b, T - 1)) * H] : 0.0;
+#pragma unroll
+    for (int a = 0; a < L::RM; ++a) {
+      const int i = q0 + ty * L::RM + a;
+      // s_ij = scale·q_i·k_j + (G_i − G_j) for j ≤ i, −∞ above the diagonal (every row keeps at
+      // least j = i or a whole tile left of it, so the row max is finite)
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int b = 0; b < L::RN; ++b) {
+        const int j = k0 + tx + 16 * b;
+        s[a][b] = j <= i ? fmaf(scale, s[a][b], float(gi[a] - gj[b])) : -INFINITY;
+        tile_max = fmaxf(tile_max, s[a][b]);
+      }
+      // m_new = max(m, max_j s_ij); l, acc rescaled by e^{m − m_new} (0 on the first tile)
+      const float m_new = fmaxf(m[a], row_max(tile_max));
+      const float alpha = expf(m[a] - m_new);
+      l[a] *= alpha;
+#pragma unroll
+      for (int j = 0; j < L::NV; ++j) acc[a][j] *= alpha;
+      // p_ij = e^{s_ij − m_new}
+#pragma unroll
+      for (int b = 0; b < L::RN; ++b) {
+        const float p = expf(s[a][b] - m_new);
+        l[a] += p;
+        sp[(ty * L::RM + a) * L::LP + tx + 16 * b] = p;
+      }
+      m[a] = m_new;
+    }
+    __syncthreads();
+    // acc_i += Σ_j p_ij v_j
+    mm_ab<DP>(acc, sp, sv, ty, tx);
+  }
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a) {
+    const int i = q0 + ty * L::RM + a;
+    const float sum = row_sum(l[a]);
+    if (i >= T) continue;
+    // lse_i = m_i + log l_i,  o_i = acc_i / l_i
+    if (tx == 0) lse[at.scalar + int64_t(i) * H] = m[a] + logf(sum);
+    const float inv = 1.f / sum;
+#pragma unroll
+    for (int j = 0; j < L::NV; ++j) {
+      const int n = L::col(j, tx);
+      if (n < D) o[at.head + int64_t(i) * at.stride + n] = acc[a][j] * inv;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small kernels of the gate and the backward
+
+// δ_r = Σ_d x_rd y_rd over n rows of D: one warp per row.
+__global__ void row_dot_kernel(float* __restrict__ delta,   // (n)
+                               const float* __restrict__ x, // (n, D)
+                               const float* __restrict__ y, // (n, D)
+                               int64_t n, int D) {
+  const int64_t r = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= n) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  float acc = 0.f;
+  for (int d = lane; d < D; d += 32) acc = fmaf(x[r * D + d], y[r * D + d], acc);
+  acc = warp_sum(acc);
+  if (lane == 0) delta[r] = acc;
+}
+
+// Per (b, h) = blockIdx.x, in double: out_t = Σ_{u≤t} x_u (prefix) or Σ_{u≥t} x_u (kSuffix), with
+// x_t = a_t − c_t (c may be null). Chunks of 256 steps: warp scans, then the warps before.
+template <bool kSuffix, class Out>
+__global__ void scan_kernel(Out* __restrict__ out,       // (B, T, H)
+                            const float* __restrict__ a, // (B, T, H)
+                            const float* __restrict__ c, // (B, T, H) or null
+                            int T, int H) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ double warp_total[kWarps];
+  const int64_t base = int64_t(blockIdx.x / H) * T * H + blockIdx.x % H;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  double carry = 0;  // Σ x over the previous chunks
+  for (int s0 = 0; s0 < T; s0 += kThreads) {
+    const int step = s0 + threadIdx.x;
+    const int64_t idx = base + int64_t(kSuffix ? T - 1 - step : step) * H;
+    double x = 0;
+    if (step < T) x = double(a[idx]) - (c ? double(c[idx]) : 0.0);
+    // inclusive scan over the warp's steps
+    for (int o = 1; o < 32; o <<= 1) {
+      const double y = __shfl_up_sync(kFull, x, o);
+      if (lane >= o) x += y;
+    }
+    if (lane == 31) warp_total[warp] = x;
+    __syncthreads();
+    double before = carry, chunk = carry;
+    for (int w = 0; w < kWarps; ++w) {
+      if (w < warp) before += warp_total[w];
+      chunk += warp_total[w];
+    }
+    if (step < T) out[idx] = Out(before + x);
+    carry = chunk;
+    __syncthreads();  // warp_total is rewritten by the next chunk
+  }
+}
+
+// G_t = Σ_{u≤t} log_f_u per (b, h), in double.
+void gate_prefix(double* G, const float* log_f, const AttnShape& s) {
+  scan_kernel<false, double><<<s.B * s.H, kThreads, 0, stream()>>>(G, log_f, nullptr, s.T, s.H);
+  PB_LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward
+
+// Per key tile (blockIdx.y; the first ones have the most work), query tiles diagonal .. last,
+// with s, A transposed: thread rows are keys j, columns queries i.
+//   A_ij = e^{s_ij − lse_i},  dS_ij = A_ij (dout_i·v_j − δ_i)   (i ≥ j)
+//   dv_j = Σ_i A_ij dout_i,  dk_j = scale Σ_i dS_ij q_i,  col_j = Σ_i dS_ij (gate only)
+template <int DP>
+__global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
+    dkdv_kernel(float* __restrict__ dk,            // (B, T, H, D)
+                float* __restrict__ dv,            // (B, T, H, D)
+                float* __restrict__ col,           // (B, T, H) or null
+                const float* __restrict__ dout,    // (B, T, H, D)
+                const float* __restrict__ q,       // (B, T, H, D)
+                const float* __restrict__ k,       // (B, T, H, D)
+                const float* __restrict__ v,       // (B, T, H, D)
+                const float* __restrict__ lse,     // (B, T, H)
+                const float* __restrict__ delta,   // (B, T, H)
+                const double* __restrict__ G,      // (B, T, H) or null
+                int T, int H, int D, float scale) {
+  using L = Tile<DP>;
+  extern __shared__ float4 smem4[];
+  float* sk = reinterpret_cast<float*>(smem4);  // (BT, LD) keys of this tile
+  float* sv = sk + L::BT * L::LD;               // (BT, LD) values
+  float* sq = sv + L::BT * L::LD;               // (BT, LD) queries
+  float* sdo = sq + L::BT * L::LD;              // (BT, LD) dout
+  float* sa = sdo + L::BT * L::LD;              // (BT, LP) A transposed: [j][i]
+  float* sds = sa + L::BT * L::LP;              // (BT, LP) dS transposed: [j][i]
+  const HeadIndex at(blockIdx.x, T, H, D);
+  const int kt = blockIdx.y, k0 = kt * L::BT, n_tiles = gridDim.y;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+
+  load_tile<DP>(sk, k + at.head, k0, T, at.stride, D);
+  load_tile<DP>(sv, v + at.head, k0, T, at.stride, D);
+  float acc_k[L::RM][L::NV] = {}, acc_v[L::RM][L::NV] = {}, col_sum[L::RM] = {};
+  double gj[L::RM];  // G_j
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a)
+    gj[a] = G ? G[at.scalar + int64_t(min(k0 + ty * L::RM + a, T - 1)) * H] : 0.0;
+  for (int qt = kt; qt < n_tiles; ++qt) {
+    const int q0 = qt * L::BT;
+    __syncthreads();  // the previous tile's sq, sdo, sa, sds are read
+    load_tile<DP>(sq, q + at.head, q0, T, at.stride, D);
+    load_tile<DP>(sdo, dout + at.head, q0, T, at.stride, D);
+    __syncthreads();
+    // s_ji = k_j·q_i,  dp_ji = v_j·dout_i
+    float s[L::RM][L::RN] = {}, dp[L::RM][L::RN] = {};
+    mm_abt<DP>(s, sk, sq, ty, tx);
+    mm_abt<DP>(dp, sv, sdo, ty, tx);
+#pragma unroll
+    for (int b = 0; b < L::RN; ++b) {
+      const int i = q0 + tx + 16 * b;
+      const int64_t si = at.scalar + int64_t(min(i, T - 1)) * H;
+      const float lse_i = lse[si], delta_i = delta[si];
+      const double gi = G ? G[si] : 0.0;
+#pragma unroll
+      for (int a = 0; a < L::RM; ++a) {
+        const int j = k0 + ty * L::RM + a;
+        // A_ij = e^{scale·q_i·k_j + G_i − G_j − lse_i},  dS_ij = A_ij (dout_i·v_j − δ_i)
+        const float p = (j <= i && i < T)
+                            ? expf(fmaf(scale, s[a][b], float(gi - gj[a])) - lse_i)
+                            : 0.f;
+        const float ds = p * (dp[a][b] - delta_i);
+        col_sum[a] += ds;
+        sa[(ty * L::RM + a) * L::LP + tx + 16 * b] = p;
+        sds[(ty * L::RM + a) * L::LP + tx + 16 * b] = ds;
+      }
+    }
+    __syncthreads();
+    // dv_j += Σ_i A_ij dout_i,  dk_j += Σ_i dS_ij q_i
+    mm_ab<DP>(acc_v, sa, sdo, ty, tx);
+    mm_ab<DP>(acc_k, sds, sq, ty, tx);
+  }
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a) {
+    const int j = k0 + ty * L::RM + a;
+    const float cs = row_sum(col_sum[a]);
+    if (j >= T) continue;
+    if (col && tx == 0) col[at.scalar + int64_t(j) * H] = cs;
+#pragma unroll
+    for (int jj = 0; jj < L::NV; ++jj) {
+      const int n = L::col(jj, tx);
+      if (n >= D) continue;
+      const int64_t e = at.head + int64_t(j) * at.stride + n;
+      dk[e] = scale * acc_k[a][jj];
+      dv[e] = acc_v[a][jj];
+    }
+  }
+}
+
+// Per query tile (blockIdx.y counted from the last), key tiles 0 .. diagonal:
+//   dS_ij as above,  dq_i = scale Σ_j dS_ij k_j,  row_i = Σ_j dS_ij (gate only)
+template <int DP>
+__global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
+    dq_kernel(float* __restrict__ dq,             // (B, T, H, D)
+              float* __restrict__ row,            // (B, T, H) or null
+              const float* __restrict__ dout,     // (B, T, H, D)
+              const float* __restrict__ q,        // (B, T, H, D)
+              const float* __restrict__ k,        // (B, T, H, D)
+              const float* __restrict__ v,        // (B, T, H, D)
+              const float* __restrict__ lse,      // (B, T, H)
+              const float* __restrict__ delta,    // (B, T, H)
+              const double* __restrict__ G,       // (B, T, H) or null
+              int T, int H, int D, float scale) {
+  using L = Tile<DP>;
+  extern __shared__ float4 smem4[];
+  float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
+  float* sdo = sq + L::BT * L::LD;              // (BT, LD) dout
+  float* sk = sdo + L::BT * L::LD;              // (BT, LD) keys
+  float* sv = sk + L::BT * L::LD;               // (BT, LD) values
+  float* sds = sv + L::BT * L::LD;              // (BT, LP) dS
+  const HeadIndex at(blockIdx.x, T, H, D);
+  const int qt = gridDim.y - 1 - blockIdx.y, q0 = qt * L::BT;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+
+  load_tile<DP>(sq, q + at.head, q0, T, at.stride, D);
+  load_tile<DP>(sdo, dout + at.head, q0, T, at.stride, D);
+  float acc[L::RM][L::NV] = {}, row_part[L::RM] = {}, lse_i[L::RM], delta_i[L::RM];
+  double gi[L::RM];  // G_i
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a) {
+    const int64_t si = at.scalar + int64_t(min(q0 + ty * L::RM + a, T - 1)) * H;
+    lse_i[a] = lse[si];
+    delta_i[a] = delta[si];
+    gi[a] = G ? G[si] : 0.0;
+  }
+  for (int kt = 0; kt <= qt; ++kt) {
+    const int k0 = kt * L::BT;
+    __syncthreads();  // the previous tile's sk, sv, sds are read
+    load_tile<DP>(sk, k + at.head, k0, T, at.stride, D);
+    load_tile<DP>(sv, v + at.head, k0, T, at.stride, D);
+    __syncthreads();
+    // s_ij = q_i·k_j,  dp_ij = dout_i·v_j
+    float s[L::RM][L::RN] = {}, dp[L::RM][L::RN] = {};
+    mm_abt<DP>(s, sq, sk, ty, tx);
+    mm_abt<DP>(dp, sdo, sv, ty, tx);
+    double gj[L::RN];  // G_j
+#pragma unroll
+    for (int b = 0; b < L::RN; ++b)
+      gj[b] = G ? G[at.scalar + int64_t(min(k0 + tx + 16 * b, T - 1)) * H] : 0.0;
+#pragma unroll
+    for (int a = 0; a < L::RM; ++a) {
+      const int i = q0 + ty * L::RM + a;
+#pragma unroll
+      for (int b = 0; b < L::RN; ++b) {
+        const int j = k0 + tx + 16 * b;
+        // A_ij = e^{scale·q_i·k_j + G_i − G_j − lse_i},  dS_ij = A_ij (dout_i·v_j − δ_i)
+        const float p =
+            j <= i ? expf(fmaf(scale, s[a][b], float(gi[a] - gj[b])) - lse_i[a]) : 0.f;
+        const float ds = p * (dp[a][b] - delta_i[a]);
+        row_part[a] += ds;
+        sds[(ty * L::RM + a) * L::LP + tx + 16 * b] = ds;
+      }
+    }
+    __syncthreads();
+    // dq_i += Σ_j dS_ij k_j
+    mm_ab<DP>(acc, sds, sk, ty, tx);
+  }
+#pragma unroll
+  for (int a = 0; a < L::RM; ++a) {
+    const int i = q0 + ty * L::RM + a;
+    const float rs = row_sum(row_part[a]);
+    if (i >= T) continue;
+    if (row && tx == 0) row[at.scalar + int64_t(i) * H] = rs;
+#pragma unroll
+    for (int j = 0; j < L::NV; ++j) {
+      const int n = L::col(j, tx);
+      if (n < D) dq[at.head + int64_t(i) * at.stride + n] = scale * acc[a][j];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launches
+
+template <int DP>
+constexpr size_t smem_bytes(int n_dp_tiles, int n_bt_tiles) {
+  return sizeof(float) * (size_t(n_dp_tiles) * Tile<DP>::BT * Tile<DP>::LD +
+                          size_t(n_bt_tiles) * Tile<DP>::BT * Tile<DP>::LP);
+}
+
+// Launches `kernel` on grid (B·H, ⌈T / BT⌉) with `bytes` of dynamic shared memory.
+template <int DP, class Kernel, class... Args>
+void launch(Kernel kernel, size_t bytes, const AttnShape& s, Args... args) {
+  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  const dim3 grid(s.B * s.H, ceil_div(s.T, Tile<DP>::BT));
+  kernel<<<grid, kThreads, bytes, stream()>>>(args...);
+  PB_LAUNCH_CHECK();
+}
+
+template <int DP>
+void forward(float* o, float* lse, const float* q, const float* k, const float* v, const double* G,
+             const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+  launch<DP>(forward_kernel<DP>, smem_bytes<DP>(3, 1), s, o, lse, q, k, v, G, s.T, s.H, s.D,
+             float(args.scale));
+}
+
+template <int DP>
+void backward(float* dq, float* dk, float* dv, float* row, float* col, const float* dout,
+              const float* q, const float* k, const float* v, const float* lse, const float* delta,
+              const double* G, const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+  const float scale = float(args.scale);
+  launch<DP>(dkdv_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, col, dout, q, k, v, lse, delta, G,
+             s.T, s.H, s.D, scale);
+  launch<DP>(dq_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, row, dout, q, k, v, lse, delta, G, s.T,
+             s.H, s.D, scale);
+}
+
+// The padded head dim of D: 32, 64, 128 or 256.
+int padded_head_dim(int D) {
+  if (D < 1 || D > 256)
+    throw std::invalid_argument("softmax attention: head dim " + std::to_string(D) +
+                                " outside 1..256");
+  return D <= 32 ? 32 : D <= 64 ? 64 : D <= 128 ? 128 : 256;
+}
+
+}  // namespace
+
+void softmax_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
+                               const float* log_f, const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+  if (int64_t(s.B) * s.H * s.T == 0) return;
+  const int DP = padded_head_dim(s.D);
+  double* G = nullptr;  // (B, T, H)
+  if (log_f) {
+    G = static_cast<double*>(scratch(sizeof(double) * size_t(s.B) * s.T * s.H));
+    gate_prefix(G, log_f, s);
+  }
+  switch (DP) {
+    case 32: forward<32>(o, lse, q, k, v, G, args); break;
+    case 64: forward<64>(o, lse, q, k, v, G, args); break;
+    case 128: forward<128>(o, lse, q, k, v, G, args); break;
+    default: forward<256>(o, lse, q, k, v, G, args); break;
+  }
+}
+
+void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, const float* dout,
+                                const float* o, const float* lse, const float* q, const float* k,
+                                const float* v, const float* log_f,
+                                const SoftmaxAttentionArgs& args) {
+  const AttnShape& s = args.shape;
+  if (int64_t(s.B) * s.H * s.T == 0) return;
+  const int DP = padded_head_dim(s.D);
+  const size_t n = size_t(s.B) * s.T * s.H;
+  // scratch: [G (n) double | δ (n) | row (n) | col (n)], the gate's parts only with a gate
+  char* base = static_cast<char*>(scratch(log_f ? n * (sizeof(double) + 3 * sizeof(float))
+                                                : n * sizeof(float)));
+  double* G = log_f ? reinterpret_cast<double*>(base) : nullptr;  // (B, T, H)
+  float* delta = reinterpret_cast<float*>(base + (log_f ? n * sizeof(double) : 0));  // (B, T, H)
+  float* row = log_f ? delta + n : nullptr;  // (B, T, H) Σ_j dS_tj
+  float* col = log_f ? row + n : nullptr;    // (B, T, H) Σ_i dS_it
+
+  // δ_i = dout_i·o_i
+  constexpr int kRowsPerBlock = kThreads / 32;
+  row_dot_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), kThreads, 0, stream()>>>(delta, dout, o,
+                                                                                  int64_t(n), s.D);
+  PB_LAUNCH_CHECK();
+  if (log_f) gate_prefix(G, log_f, s);
+  switch (DP) {
+    case 32: backward<32>(dq, dk, dv, row, col, dout, q, k, v, lse, delta, G, args); break;
+    case 64: backward<64>(dq, dk, dv, row, col, dout, q, k, v, lse, delta, G, args); break;
+    case 128: backward<128>(dq, dk, dv, row, col, dout, q, k, v, lse, delta, G, args); break;
+    default: backward<256>(dq, dk, dv, row, col, dout, q, k, v, lse, delta, G, args); break;
+  }
+  if (!log_f) return;
+  // dG_t = Σ_j dS_tj − Σ_i dS_it,  dlog_f_u = Σ_{t≥u} dG_t
+  scan_kernel<true, float><<<s.B * s.H, kThreads, 0, stream()>>>(dlog_f, row, col, s.T, s.H);
+  PB_LAUNCH_CHECK();
+}
+
+}  // namespace pb::cuda

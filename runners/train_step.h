@@ -1,0 +1,79 @@
+// One optimizer step on an engine: zero the gradients, forward, backward, Σ g², then AdamW with
+// gradient-norm clipping. On the GPU the first four are captured once in a CUDA graph and replayed
+// (captured anew after device memory was reallocated, e.g. by a larger evaluation batch); the
+// AdamW launch, whose learning rate and step change, stays outside the graph. launch() returns
+// at once on the GPU, so the host can prepare the next batch while the step runs.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "models/transformer.h"
+#if PATHBENCH_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
+
+namespace pb {
+
+template <class E>
+class TrainStep {
+ public:
+  using S = typename E::Scalar;
+
+  explicit TrainStep(Transformer<E>& model) : model_(model) { norm_sq_.resize(1); }
+
+  // Enqueues the step for the batch of the last model.set_batch().
+  void launch(const AdamWArgs& args) {
+    if constexpr (E::on_device) launch_graph();
+    else body();
+    auto& P = model_.params;
+    E::adamw_update(P.params.data(), P.m.data(), P.v.data(), P.grads.data(), P.decay_mask.data(), P.size(),
+                    args, norm_sq_.data());
+  }
+
+  // Waits for the step: its loss and gradient norm (before clipping), on the host.
+  std::pair<double, double> wait() {
+    S loss = 0, norm_sq = 0;
+    E::download(&loss, model_.loss_buffer(), 1);
+    E::download(&norm_sq, norm_sq_.data(), 1);
+    return {double(loss), std::sqrt(double(norm_sq))};
+  }
+
+ private:
+  void body() {
+    auto& P = model_.params;
+    E::zero(P.grads.data(), P.grads.size());
+    model_.run_forward();
+    model_.backward();
+    E::sum_squares(norm_sq_.data(), P.grads.data(), P.size());  // ‖g‖², non-finite if any g is
+  }
+
+#if PATHBENCH_HAVE_CUDA
+  // Eager while device memory is still moving, then captured once and replayed.
+  void launch_graph() {
+    const uint64_t now = cuda::allocation_count();
+    if (graph_.ready() && now == captured_at_) {
+      graph_.launch();
+    } else if (now == eager_at_) {
+      graph_.begin();
+      body();
+      graph_.end();
+      captured_at_ = cuda::allocation_count();
+      graph_.launch();
+    } else {
+      graph_.reset();
+      body();
+      eager_at_ = cuda::allocation_count();
+    }
+  }
+  cuda::Graph graph_;
+  uint64_t captured_at_ = ~uint64_t(0), eager_at_ = ~uint64_t(0);
+#else
+  void launch_graph() { body(); }
+#endif
+
+  Transformer<E>& model_;
+  typename E::template Buffer<S> norm_sq_;  // (1)
+};
+
+}  // namespace pb

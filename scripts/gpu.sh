@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
+# engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
+# table last. Full logs go to $LOG_DIR (default build-gpu/logs).
+#   scripts/gpu.sh [test|bench|all] [extra ctest args...]
+#   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" scripts/gpu.sh bench
+# bench writes results/bench/train.csv (one row per framework × config × encoding × precision).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-all}
+shift || true
+BUILD=${BUILD_DIR:-build-gpu}
+LOG_DIR=${LOG_DIR:-$BUILD/logs}
+mkdir -p "$LOG_DIR" results/bench
+export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+
+echo "== build ($BUILD)" >&2
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||
+  { tail -30 "$LOG_DIR/configure.log"; exit 1; }
+cmake --build "$BUILD" -j "$(nproc)" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG_DIR/gpu.txt" >&2
+
+summary=()
+if [[ $mode == test || $mode == all ]]; then
+  echo "== GPU tests" >&2
+  set +e
+  (cd "$BUILD" && OMP_NUM_THREADS=4 ctest -L cuda -j4 --output-on-failure --timeout 420 "$@") >"$LOG_DIR/ctest_cuda.log" 2>&1
+  rc=$?
+  set -e
+  grep -E "tests passed|Test +#|Passed|Failed|\*\*\*" "$LOG_DIR/ctest_cuda.log" | tail -12 >&2
+  summary+=("gpu tests: $(grep -E 'tests passed' "$LOG_DIR/ctest_cuda.log" || echo "exit $rc")")
+fi
+
+if [[ $mode == bench || $mode == all ]]; then
+  echo "== training benchmarks" >&2
+  csv=results/bench/train.csv
+  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [[ -n $(git status --porcelain 2>/dev/null) ]] && commit="$commit-dirty"
+  date=$(date -u +%Y-%m-%dT%H:%MZ)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  steps=${BENCH_STEPS:-30}
+  echo "framework,config,pe,precision,compiled,layers,d_model,heads,seq_len,batch,vocab,ms_per_step,tokens_per_s,gpu,torch,commit,date" >"$csv.new"
+  declare -A task=([flipflop]="flipflop:len=512" [mqrar]="mqrar:n_keys=32,n_values=8160,len=768"
+                   [a5]="wordproblem:group=a5,len=64")
+  declare -A shape=([flipflop]="--layers 1 --d-model 128 --heads 2 --batch 64"
+                    [mqrar]="--layers 2 --d-model 256 --heads 2 --batch 64"
+                    [a5]="--layers 4 --d-model 128 --heads 4 --batch 256")
+  torch_version=$(python3 -c "import torch; print(torch.__version__)" 2>/dev/null || echo none)
+  for config in ${CONFIGS:-flipflop mqrar a5}; do
+    for precision in fp32 tf32; do
+      if [[ $torch_version != none ]]; then
+        python3 scripts/bench_torch.py --config "$config" --precision "$precision" --steps "$steps" 2>>"$LOG_DIR/torch.log" |
+          tail -n +2 | sed "s/\$/,$commit,$date/" >>"$csv.new" || echo "bench_torch failed: see $LOG_DIR/torch.log" >&2
+      fi
+      tf32=""
+      [[ $precision == tf32 ]] && tf32="--tf32"
+      for pe in ${PE:-nope rope alibi sba fox path path_fox}; do
+        line=$("$BUILD/pathbench" bench train --device cuda $tf32 --task "${task[$config]}" --pe "$pe" \
+                 ${shape[$config]} --warmup-steps 5 --measure-steps "$steps" 2>>"$LOG_DIR/bench.log") ||
+          { echo "bench train $config $pe failed: see $LOG_DIR/bench.log" >&2; continue; }
+        echo "$line" >>"$LOG_DIR/bench.log"
+        get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
+        echo "pathbench,$config,$pe,$precision,0,$(get layers),$(get d_model),$(get heads),$(get seq_len),$(get batch),$(get vocab),$(get ms_per_step),$(get tokens_per_s),$gpu,,$commit,$date" >>"$csv.new"
+      done
+    done
+  done
+  mv "$csv.new" "$csv"
+  python3 scripts/bench_table.py "$csv" >results/bench/train.md
+  summary+=("bench: $csv, results/bench/train.md")
+  cat results/bench/train.md
+fi
+
+printf '%s\n' "${summary[@]}"
