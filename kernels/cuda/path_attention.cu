@@ -9,18 +9,23 @@
 //   prep     per (block c, b·h): G (prefix sum of log_f, double), the UT transform, Q̃, K̃, U and
 //            the intra-block logits S_loc, into scratch.
 //   forward  per (b·h, query block I): online softmax over S_loc, then key blocks J = I−1 … 0:
-//            z = R K̃_Jᵀ, online-softmax update, acc += p V_J, R ← R − (R W_Jᵀ) U_J.
+//            z = R K̃_Jᵀ, online-softmax update, acc += p V_J, R ← R − (R W_Jᵀ) U_J
+//            (P and X reuse [K̃_J; W_J]'s shared memory: two CTAs per SM).
 // Backward (prep again, a memset of the accumulators, then three launches):
-//   scan     per (b·h, query block I): the reverse scan for this block's queries, J = 0 … I−1,
-//            γ = dR carried left to right; R_J is recomputed from Q̃_I (I−1−J steps of the scan),
-//            so memory stays linear in T. dV, dK̃, dW, dU of block J are summed over the query
-//            blocks with float atomics; dQ̃_I = γ at the end is written by its owner.
+//   scan     persistent CTAs (as many as are resident at once) over the items (b·h, query
+//            block I): the forward scan from Q̃_I stores R_J (the queries at key block J's right
+//            edge, J = I−1 … 0) in the CTA's own (Tp, DP) slice of scratch, I − 1 scan steps;
+//            then the reverse scan, J = 0 … I−1, γ = dR carried left to right. Memory: resident
+//            CTAs × Tp × DP floats, linear in T (≈ 17 MB at 132 CTAs, T = 512, D = 64). dV, dK̃,
+//            dW, dU of block J are summed over the query blocks with float atomics; dQ̃_I = γ at
+//            the end is written by its owner.
 //   ut_bwd   per (block c, b·h): the diagonal block's softmax backward and the UT transform in
 //            reverse (README), writing dq, dk, dv, dw, dβ and dG.
 //   gate     per b·h: dlog_f_t = Σ_{i≥t} dG_i (double).
 // Products run on shared-memory tiles: 256 threads as a 16 × 16 grid, each thread holding the
 // elements (ty + 16 i, tx + 16 j) of an M × N result in registers. Shared arrays have odd row
 // strides (cols + 1), so rows and columns are both read without bank conflicts.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -126,6 +131,7 @@ struct Scratch {
   float* dw_scan;  // (B·H, Tp, DP): the scan's dW, atomic (backward)
   float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, atomic (backward)
   float* dg;       // (B·H, Tp): dG_i = Σ_j dS_ij − Σ_i' dS_i'i, atomic, then completed (backward)
+  float* r_states; // (scan CTAs, Tp, DP): each scan CTA's R_J of its current item (backward)
 };
 
 struct Inputs {
@@ -150,17 +156,18 @@ __device__ double block_sum_double(double x, double* red) {
 //   A = strictLower(diag(β) W Wᵀ), E = strictLower(diag(β) W Kᵀ), QW = tril_incl(Q Wᵀ)
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
 //   S_loc = tril_incl(Q Kᵀ) − QW M
-// Small arrays (S × S) have stride S + 1, U has stride DP + 1. Ends with __syncthreads().
+// A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
+// (S × S) arrays have stride S + 1, U has stride DP + 1. Ends with __syncthreads().
 template <int S, int DP>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
-  constexpr int LB = DP + 1, LS = S + 1;
+  constexpr int LB = DP + 1, LS = S + 1, LA = S + 4;
   {
     Tile<S, S> t;
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, w, 1, LB);  // W Wᵀ
-    t.each([&](int r, int c, float& x) { a[r * LS + c] = c < r ? beta[r] * x : 0.f; });
+    t.each([&](int r, int c, float& x) { a[r * LA + c] = c < r ? beta[r] * x : 0.f; });
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, k, 1, LB);  // W Kᵀ
     t.each([&](int r, int c, float& x) { e[r * LS + c] = c < r ? beta[r] * x : 0.f; });
@@ -173,30 +180,43 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
   }
   __syncthreads();
   static_assert(2 * S + DP <= kThreads, "one thread per column of [Tm | U | M]");
+  static_assert(S % 4 == 0, "A rows are read four at a time");
   const int col = threadIdx.x;
-  if (col < 2 * S + DP) {
-    float* x;  // this thread's column
+  if (col < 2 * S + DP) {  // warp-uniform branches: S and DP are multiples of 32
+    float x[S];            // this thread's column, in registers (every index below is constant)
+    float* dst;
     int ld;
     if (col < S) {
-      x = tm + col, ld = LS;
-      for (int i = 0; i < S; ++i) x[i * ld] = i == col ? 1.f : 0.f;
+      dst = tm + col, ld = LS;
+#pragma unroll
+      for (int i = 0; i < S; ++i) x[i] = i == col ? 1.f : 0.f;
     } else if (col < S + DP) {
-      x = u + (col - S), ld = LB;
-      for (int i = 0; i < S; ++i) x[i * ld] = beta[i] * w[i * LB + col - S];
+      dst = u + (col - S), ld = LB;
+#pragma unroll
+      for (int i = 0; i < S; ++i) x[i] = beta[i] * w[i * LB + col - S];
     } else {
-      x = m + (col - S - DP), ld = LS;
-      for (int i = 0; i < S; ++i) x[i * ld] = e[i * LS + col - S - DP];
+      dst = m + (col - S - DP), ld = LS;
+#pragma unroll
+      for (int i = 0; i < S; ++i) x[i] = e[i * LS + col - S - DP];
     }
-    for (int i = 1; i < S; ++i) {  // x_i = rhs_i − Σ_{k<i} A_ik x_k
-      float s0 = x[i * ld], s1 = 0.f;
-      int kk = 0;
-      for (; kk + 1 < i; kk += 2) {
-        s0 = fmaf(-a[i * LS + kk], x[kk * ld], s0);
-        s1 = fmaf(-a[i * LS + kk + 1], x[(kk + 1) * ld], s1);
+    // x_i = rhs_i − Σ_{k<i} A_ik x_k, in four partial sums; A_i,k..k+3 is one broadcast float4.
+#pragma unroll
+    for (int i = 1; i < S; ++i) {
+      float s0 = x[i], s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma unroll
+      for (int k4 = 0; k4 < S; k4 += 4) {
+        if (k4 < i) {
+          const float4 av = *reinterpret_cast<const float4*>(a + i * LA + k4);
+          s0 = fmaf(-av.x, x[k4], s0);
+          if (k4 + 1 < i) s1 = fmaf(-av.y, x[k4 + 1], s1);
+          if (k4 + 2 < i) s2 = fmaf(-av.z, x[k4 + 2], s2);
+          if (k4 + 3 < i) s3 = fmaf(-av.w, x[k4 + 3], s3);
+        }
       }
-      if (kk < i) s0 = fmaf(-a[i * LS + kk], x[kk * ld], s0);
-      x[i * ld] = s0 + s1;
+      x[i] = (s0 + s1) + (s2 + s3);
     }
+#pragma unroll
+    for (int i = 0; i < S; ++i) dst[i * ld] = x[i];
   }
   __syncthreads();
   {
@@ -213,7 +233,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 
 template <int S, int DP>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + 1) + 6 * S * (S + 1);
+  return 16 + S + 4 * S * (DP + 1) + S * (S + 4) + 5 * S * (S + 1);
 }
 
 template <int S, int DP>
@@ -226,13 +246,14 @@ __global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, 
   float* k = q + S * LB;
   float* w = k + S * LB;
   float* u = w + S * LB;
-  float* a = u + S * LB;  // (S, S) each, stride LS
-  float* e = a + S * LS;
+  float* a = u + S * LB;       // (S, S), stride S + 4
+  float* e = a + S * (S + 4);  // (S, S) each, stride LS
   float* qw = e + S * LS;
   float* s_loc = qw + S * LS;
   float* tm = s_loc + S * LS;
   float* m = tm + S * LS;
 
+  static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x;
@@ -277,23 +298,26 @@ __global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, 
 // ---------------------------------------------------------------------------------------------
 // forward: per (b·h, query block I), heaviest blocks first.
 
+// [K̃_J; W_J] is dead once [Z, X] is in registers, so P and X take its place: (S, DP) = 64 × 64
+// fits in 84 KB and two CTAs share an SM.
 template <int S, int DP>
 constexpr int forward_smem_floats() {
-  return 4 * S + 5 * S * (DP + 1) + 2 * S * (S + 1);
+  constexpr int kw = 2 * S * (DP + 1), px = 2 * S * (S + 1);
+  return 4 * S + 3 * S * (DP + 1) + (kw > px ? kw : px);
 }
 
 template <int S, int DP>
-__global__ void __launch_bounds__(kThreads) path_forward_kernel(Dims d, Inputs in, Scratch sc,
+__global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Inputs in, Scratch sc,
                                                                 float* o, float* lse) {
   constexpr int LB = DP + 1, LS = S + 1, TM = S / 16, TS = S / 16, TD = DP / 16;
   extern __shared__ __align__(16) float smem[];
   double* gq = reinterpret_cast<double*>(smem);  // (S): G of the query rows
   double* gk = gq + S;                           // (S): G of the key block
   float* r_s = smem + 4 * S;                     // (S, DP): R, the queries moved left
-  float* kw = r_s + S * LB;                      // (2S, DP): [K̃_J; W_J]
-  float* u = kw + 2 * S * LB;                    // (S, DP): U_J
+  float* u = r_s + S * LB;                       // (S, DP): U_J
   float* v = u + S * LB;                         // (S, DP): V_J
-  float* p_s = v + S * LB;                       // (S, S): probabilities
+  float* kw = v + S * LB;                        // (2S, DP): [K̃_J; W_J], then P and X:
+  float* p_s = kw;                               // (S, S): probabilities
   float* x_s = p_s + S * LS;                     // (S, S): X = R W_Jᵀ
 
   const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H;
@@ -350,6 +374,7 @@ __global__ void __launch_bounds__(kThreads) path_forward_kernel(Dims d, Inputs i
     Tile<S, 2 * S> zx;  // [Z, X] = R [K̃_J; W_J]ᵀ
     zx.zero();
     mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
+    __syncthreads();  // every thread is done with [K̃_J; W_J]: P and X overwrite it
     // Online softmax: s = scale·z + G_i − G_j, m' = max(m, max_j s), acc ← e^{m − m'} acc, l likewise.
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
@@ -402,15 +427,18 @@ __global__ void __launch_bounds__(kThreads) path_forward_kernel(Dims d, Inputs i
 }
 
 // ---------------------------------------------------------------------------------------------
-// scan backward: per (b·h, query block I), heaviest first. For J = 0 … I−1, with R_J (the block's
-// queries at J's right edge) recomputed from Q̃_I, X_J = R_J W_Jᵀ and γ = dR_{J−1}:
+// scan backward: persistent CTAs, each taking the items (b·h, query block I) blockIdx.x,
+// blockIdx.x + gridDim.x, … (heaviest I first). Per item, first the forward scan from Q̃_I stores
+// the block's queries at every key block's right edge, R_J = Q̃_I P_{I−1} ⋯ P_{J+1} (J = I−1 … 0),
+// in the CTA's own slice of sc.r_states (n_blocks · S × DP: linear in T, one slice per resident CTA).
+// Then for J = 0 … I−1, with X_J = R_J W_Jᵀ and γ = dR_{J−1}:
 //   P = exp(scale·z + G_i − G_j − lse_i), dS = P ⊙ (dout V_Jᵀ − δ), dZ = scale·dS
 //   dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, dU_J −= X_Jᵀ γ, Y = γ U_Jᵀ, dW_J −= Yᵀ R_J (J ≥ 1)
 //   γ ← γ + dZ K̃_J − Y W_J;   at the end dQ̃_I = γ
 
 template <int S, int DP>
 constexpr int scan_smem_floats() {
-  return 4 * S + 3 * S + 8 * S * (DP + 1) + 2 * S * (S + 1) + S * (2 * S + 1);
+  return 4 * S + 3 * S + 7 * S * (DP + 1) + 2 * S * (S + 1) + S * (2 * S + 1);
 }
 
 template <int S, int DP>
@@ -425,8 +453,7 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
   float* lse_s = smem + 4 * S;                   // (S)
   float* delta_s = lse_s + S;                    // (S)
   float* col_sum = delta_s + S;                  // (S): Σ_i dS_ij of this step
-  float* q_h = col_sum + S;                      // (S, DP): Q̃_I
-  float* r_s = q_h + S * LB;                     // (S, DP): R_J
+  float* r_s = col_sum + S;                      // (S, DP): R_J
   float* gam = r_s + S * LB;                     // (S, DP): γ
   float* d_o = gam + S * LB;                     // (S, DP): dout
   float* kw = d_o + S * LB;                      // (2S, DP): [K̃_J; W_J]
@@ -435,132 +462,138 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
   float* p_s = v + S * LB;                       // (S, S): P
   float* x_s = p_s + S * LS;                     // (S, S): X_J
   float* zy = x_s + S * LS;                      // (S, 2S): [dZ, −Y]
+  float* states = sc.r_states + int64_t(blockIdx.x) * d.Tp * DP;  // (n_blocks, S, DP): R_J
 
-  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H;
-  const int I = d.n_blocks - 1 - blockIdx.y, a0 = I * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
-  const int64_t head = int64_t(bh) * d.Tp, stride = int64_t(d.H) * d.D;
-  const int64_t in_off = d.in_row(b, a0, h) * d.D;
+  const int64_t stride = int64_t(d.H) * d.D;
+  const int n_bh = d.B * d.H;
+  for (int item = blockIdx.x; item < n_bh * d.n_blocks; item += gridDim.x) {
+    const int bh = item % n_bh, b = bh / d.H, h = bh % d.H;
+    const int I = d.n_blocks - 1 - item / n_bh, a0 = I * S, nv = min(S, d.T - a0);
+    const int64_t head = int64_t(bh) * d.Tp, in_off = d.in_row(b, a0, h) * d.D;
 
-  load_rows<S, DP>(q_h, LB, sc.q_hat + (head + a0) * DP, DP, S, DP);
-  load_rows<S, DP>(d_o, LB, dout + in_off, stride, nv, d.D);
-  load_rows<S, DP>(gam, LB, o + in_off, stride, nv, d.D);  // o, for δ
-  if (tid < S) {
-    gq[tid] = sc.g[head + a0 + tid];
-    lse_s[tid] = tid < nv ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
-  }
-  __syncthreads();
-  for (int r = tid >> 5; r < S; r += kThreads / 32) {  // δ_i = dout_i·o_i, a warp per row
-    float s = 0.f;
-    for (int c = tid & 31; c < DP; c += 32) s += d_o[r * LB + c] * gam[r * LB + c];
-    s = warp_sum(s);
-    if ((tid & 31) == 0) {
-      delta_s[r] = s;
-      sc.delta[head + a0 + r] = s;
+    __syncthreads();  // the previous item is done with shared memory and its states
+    load_rows<S, DP>(r_s, LB, sc.q_hat + (head + a0) * DP, DP, S, DP);  // R_{I−1} = Q̃_I
+    load_rows<S, DP>(d_o, LB, dout + in_off, stride, nv, d.D);
+    load_rows<S, DP>(gam, LB, o + in_off, stride, nv, d.D);  // o, for δ
+    if (tid < S) {
+      gq[tid] = sc.g[head + a0 + tid];
+      lse_s[tid] = tid < nv ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
     }
-  }
-  __syncthreads();
-  for (int i = tid; i < S * LB; i += kThreads) gam[i] = 0.f;
-
-  float row_sum[TM] = {};  // Σ_j dS_ij over the off-diagonal blocks
-  for (int J = 0; J < I; ++J) {
-    const int j0 = J * S;
-    // R_J = Q̃_I P_{I−1} ⋯ P_{J+1}
-    for (int i = tid; i < S * LB; i += kThreads) r_s[i] = q_h[i];
-    for (int K = I - 1; K > J; --K) {
-      const int k0 = K * S;
-      load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, k0, h) * d.D, stride, S, d.D);
-      load_rows<S, DP>(u, LB, sc.u + (head + k0) * DP, DP, S, DP);
+    __syncthreads();
+    for (int r = tid >> 5; r < S; r += kThreads / 32) {  // δ_i = dout_i·o_i, a warp per row
+      float s = 0.f;
+      for (int c = tid & 31; c < DP; c += 32) s += d_o[r * LB + c] * gam[r * LB + c];
+      s = warp_sum(s);
+      if ((tid & 31) == 0) {
+        delta_s[r] = s;
+        sc.delta[head + a0 + r] = s;
+      }
+    }
+    // The forward scan: states[J] = R_J, then R_{J−1} = R_J − (R_J W_Jᵀ) U_J.
+    for (int J = I - 1; J >= 0; --J) {
+      for (int i = tid; i < S * DP; i += kThreads) states[int64_t(J) * S * DP + i] = r_s[(i / DP) * LB + i % DP];
+      if (J == 0) break;
+      load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, J * S, h) * d.D, stride, S, d.D);
+      load_rows<S, DP>(u, LB, sc.u + (head + J * S) * DP, DP, S, DP);
       __syncthreads();
-      Tile<S, S> x;  // X = R W_Kᵀ
+      Tile<S, S> x;  // X = R W_Jᵀ
       x.zero();
       mma(x, DP, 1.f, r_s, LB, 1, kw + S * LB, 1, LB);
       x.each([&](int r, int c, float& val) { x_s[r * LS + c] = val; });
       __syncthreads();
-      Tile<S, DP> t;  // R ← R − X U_K
+      Tile<S, DP> t;  // R ← R − X U_J
       t.zero();
       mma(t, S, 1.f, x_s, LS, 1, u, LB, 1);
       t.each([&](int r, int c, float& val) { r_s[r * LB + c] -= val; });
       __syncthreads();
     }
-    load_rows<S, DP>(kw, LB, sc.k_hat + (head + j0) * DP, DP, S, DP);
-    load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, j0, h) * d.D, stride, S, d.D);
-    load_rows<S, DP>(u, LB, sc.u + (head + j0) * DP, DP, S, DP);
-    load_rows<S, DP>(v, LB, in.v + d.in_row(b, j0, h) * d.D, stride, S, d.D);
-    if (tid < S) {
-      gk[tid] = sc.g[head + j0 + tid];
-      col_sum[tid] = 0.f;
-    }
-    __syncthreads();
-    {
-      Tile<S, 2 * S> zx;  // [Z, X] = R_J [K̃_J; W_J]ᵀ
-      zx.zero();
-      mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
-      Tile<S, S> dp;  // dP = dout V_Jᵀ
-      dp.zero();
-      mma(dp, DP, 1.f, d_o, LB, 1, v, 1, LB);
-      float cs[TS] = {};
+    __syncthreads();  // δ is done with o in gam; the states are written
+    for (int i = tid; i < S * LB; i += kThreads) gam[i] = 0.f;
+
+    float row_sum[TM] = {};  // Σ_j dS_ij over the off-diagonal blocks
+    for (int J = 0; J < I; ++J) {
+      const int j0 = J * S;
+      load_rows<S, DP>(r_s, LB, states + int64_t(J) * S * DP, DP, S, DP);
+      load_rows<S, DP>(kw, LB, sc.k_hat + (head + j0) * DP, DP, S, DP);
+      load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+      load_rows<S, DP>(u, LB, sc.u + (head + j0) * DP, DP, S, DP);
+      load_rows<S, DP>(v, LB, in.v + d.in_row(b, j0, h) * d.D, stride, S, d.D);
+      if (tid < S) {
+        gk[tid] = sc.g[head + j0 + tid];
+        col_sum[tid] = 0.f;
+      }
+      __syncthreads();
+      {
+        Tile<S, 2 * S> zx;  // [Z, X] = R_J [K̃_J; W_J]ᵀ
+        zx.zero();
+        mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
+        Tile<S, S> dp;  // dP = dout V_Jᵀ
+        dp.zero();
+        mma(dp, DP, 1.f, d_o, LB, 1, v, 1, LB);
+        float cs[TS] = {};
 #pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const int r = ty + 16 * i;
+        for (int i = 0; i < TM; ++i) {
+          const int r = ty + 16 * i;
 #pragma unroll
-        for (int j = 0; j < TS; ++j) {
-          const int c = tx + 16 * j;
-          const float p =
-              r < nv ? expf(d.scale * zx.v[i][j] + float(gq[r] - gk[c]) - lse_s[r]) : 0.f;
-          const float ds = p * (dp.v[i][j] - delta_s[r]);
-          p_s[r * LS + c] = p;
-          zy[r * LW + c] = d.scale * ds;
-          row_sum[i] += ds;
-          cs[j] += ds;
+          for (int j = 0; j < TS; ++j) {
+            const int c = tx + 16 * j;
+            const float p =
+                r < nv ? expf(d.scale * zx.v[i][j] + float(gq[r] - gk[c]) - lse_s[r]) : 0.f;
+            const float ds = p * (dp.v[i][j] - delta_s[r]);
+            p_s[r * LS + c] = p;
+            zy[r * LW + c] = d.scale * ds;
+            row_sum[i] += ds;
+            cs[j] += ds;
+          }
+#pragma unroll
+          for (int j = TS; j < 2 * TS; ++j) x_s[r * LS + tx + 16 * j - S] = zx.v[i][j];
         }
 #pragma unroll
-        for (int j = TS; j < 2 * TS; ++j) x_s[r * LS + tx + 16 * j - S] = zx.v[i][j];
+        for (int j = 0; j < TS; ++j) atomicAdd(&col_sum[tx + 16 * j], cs[j]);
       }
-#pragma unroll
-      for (int j = 0; j < TS; ++j) atomicAdd(&col_sum[tx + 16 * j], cs[j]);
-    }
-    __syncthreads();
-    const int64_t key_row = head + j0;  // scratch row of the key block
-    {
-      Tile<S, DP> t;  // dV_J += Pᵀ dout
-      t.zero();
-      mma(t, S, 1.f, p_s, 1, LS, d_o, LB, 1);
-      t.each([&](int r, int c, float& val) { atomicAdd(&sc.dv[(key_row + r) * DP + c], val); });
-      t.zero();  // dK̃_J += dZᵀ R_J
-      mma(t, S, 1.f, zy, 1, LW, r_s, LB, 1);
-      t.each([&](int r, int c, float& val) { atomicAdd(&sc.dk_hat[(key_row + r) * DP + c], val); });
-      if (J > 0) {
-        t.zero();  // dU_J −= X_Jᵀ γ
-        mma(t, S, -1.f, x_s, 1, LS, gam, LB, 1);
-        t.each([&](int r, int c, float& val) { atomicAdd(&sc.du[(key_row + r) * DP + c], val); });
-        Tile<S, S> y;  // −Y = −γ U_Jᵀ
-        y.zero();
-        mma(y, DP, -1.f, gam, LB, 1, u, 1, LB);
-        y.each([&](int r, int c, float& val) { zy[r * LW + S + c] = val; });
-      }
-      if (tid < S) atomicAdd(&sc.dg[key_row + tid], -col_sum[tid]);  // dG_j −= Σ_i dS_ij
-    }
-    __syncthreads();
-    {
-      Tile<S, DP> t;
-      if (J > 0) {  // dW_J += (−Y)ᵀ R_J
+      __syncthreads();
+      const int64_t key_row = head + j0;  // scratch row of the key block
+      {
+        Tile<S, DP> t;  // dV_J += Pᵀ dout
         t.zero();
-        mma(t, S, 1.f, zy + S, 1, LW, r_s, LB, 1);
-        t.each([&](int r, int c, float& val) { atomicAdd(&sc.dw_scan[(key_row + r) * DP + c], val); });
+        mma(t, S, 1.f, p_s, 1, LS, d_o, LB, 1);
+        t.each([&](int r, int c, float& val) { atomicAdd(&sc.dv[(key_row + r) * DP + c], val); });
+        t.zero();  // dK̃_J += dZᵀ R_J
+        mma(t, S, 1.f, zy, 1, LW, r_s, LB, 1);
+        t.each([&](int r, int c, float& val) { atomicAdd(&sc.dk_hat[(key_row + r) * DP + c], val); });
+        if (J > 0) {
+          t.zero();  // dU_J −= X_Jᵀ γ
+          mma(t, S, -1.f, x_s, 1, LS, gam, LB, 1);
+          t.each([&](int r, int c, float& val) { atomicAdd(&sc.du[(key_row + r) * DP + c], val); });
+          Tile<S, S> y;  // −Y = −γ U_Jᵀ
+          y.zero();
+          mma(y, DP, -1.f, gam, LB, 1, u, 1, LB);
+          y.each([&](int r, int c, float& val) { zy[r * LW + S + c] = val; });
+        }
+        if (tid < S) atomicAdd(&sc.dg[key_row + tid], -col_sum[tid]);  // dG_j −= Σ_i dS_ij
       }
-      t.zero();  // γ ← γ + [dZ, −Y] [K̃_J; W_J]
-      mma(t, J > 0 ? 2 * S : S, 1.f, zy, LW, 1, kw, LB, 1);
-      t.each([&](int r, int c, float& val) { gam[r * LB + c] += val; });
+      __syncthreads();
+      {
+        Tile<S, DP> t;
+        if (J > 0) {  // dW_J += (−Y)ᵀ R_J
+          t.zero();
+          mma(t, S, 1.f, zy + S, 1, LW, r_s, LB, 1);
+          t.each([&](int r, int c, float& val) { atomicAdd(&sc.dw_scan[(key_row + r) * DP + c], val); });
+        }
+        t.zero();  // γ ← γ + [dZ, −Y] [K̃_J; W_J]
+        mma(t, J > 0 ? 2 * S : S, 1.f, zy, LW, 1, kw, LB, 1);
+        t.each([&](int r, int c, float& val) { gam[r * LB + c] += val; });
+      }
+      __syncthreads();
     }
-    __syncthreads();
-  }
 
-  for (int i = tid; i < S * DP; i += kThreads) sc.dq_hat[(head + a0) * DP + i] = gam[(i / DP) * LB + i % DP];
+    for (int i = tid; i < S * DP; i += kThreads) sc.dq_hat[(head + a0) * DP + i] = gam[(i / DP) * LB + i % DP];
 #pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const float s = row16_sum(row_sum[i]);
-    if (tx == 0 && I > 0) atomicAdd(&sc.dg[head + a0 + ty + 16 * i], s);  // dG_i += Σ_j dS_ij
+    for (int i = 0; i < TM; ++i) {
+      const float s = row16_sum(row_sum[i]);
+      if (tx == 0 && I > 0) atomicAdd(&sc.dg[head + a0 + ty + 16 * i], s);  // dG_i += Σ_j dS_ij
+    }
   }
 }
 
@@ -576,7 +609,7 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 
 template <int S, int DP>
 constexpr int ut_backward_smem_floats() {
-  return 2 * S + 5 * S + 6 * S * (DP + 1) + 7 * S * (S + 1);
+  return 2 * S + 5 * S + 6 * S * (DP + 1) + S * (S + 4) + 6 * S * (S + 1);
 }
 
 template <int S, int DP>
@@ -599,14 +632,15 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
   float* u = w + S * LB;    // U, then dU_tot
   float* b1 = u + S * LB;   // V, then dQ̃
   float* b2 = b1 + S * LB;  // dout, then dK̃
-  float* s0 = b2 + S * LB;  // (S, S) each, stride LS: A, then P, then dQW
-  float* s1 = s0 + S * LS;  // E, then Tmᵀ dTm
+  float* s0 = b2 + S * LB;  // (S, S) each, stride LS: A (stride S + 4), then P, then dQW
+  float* s1 = s0 + S * (S + 4);  // E, then Tmᵀ dTm
   float* s2 = s1 + S * LS;  // QW, then dE
   float* s3 = s2 + S * LS;  // S_loc, then dS (scaled)
   float* s4 = s3 + S * LS;  // Tm
   float* s5 = s4 + S * LS;  // M
   float* s6 = s5 + S * LS;  // dM, then dTm, then dA
 
+  static_assert((7 * S + 6 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
@@ -786,7 +820,7 @@ struct Carver {
 };
 
 template <int S, int DP>
-Scratch carve(char* base, const Dims& d, bool backward, size_t* bytes) {
+Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* bytes) {
   const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp;
   Carver cv{base};
   Scratch sc{};
@@ -804,15 +838,19 @@ Scratch carve(char* base, const Dims& d, bool backward, size_t* bytes) {
     sc.dw_scan = cv.take<float>(rows * DP);
     sc.dv = cv.take<float>(rows * DP);
     sc.dg = cv.take<float>(rows);
+    sc.r_states = cv.take<float>(size_t(scan_ctas) * d.Tp * DP);
   }
   *bytes = cv.used;
   return sc;
 }
 
-// Opts a kernel in to more than 48 KB of dynamic shared memory (once per instantiation).
+// Opts a kernel in to more than 48 KB of dynamic shared memory, with the largest shared-memory
+// carveout (once per instantiation).
 template <class Kernel>
 bool set_smem(Kernel kernel, int bytes) {
   PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     int(cudaSharedmemCarveoutMaxShared)));
   return true;
 }
 
@@ -836,8 +874,8 @@ template <int S, int DP>
 void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP>(nullptr, d, false, &bytes);
-  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, &bytes);
+  carve<S, DP>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
   launch_prep<S, DP>(d, in, sc);
   constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(fwd_bytes <= 232448, "forward shared memory");
@@ -847,25 +885,40 @@ void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArg
   PB_LAUNCH_CHECK();
 }
 
+// The persistent scan's grid: the CTAs resident on the whole device at once (measured once per
+// instantiation, after opting its shared memory in).
+template <int S, int DP>
+int scan_resident_ctas() {
+  static const int ctas = [] {
+    constexpr int bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
+    static_assert(bytes <= 232448, "scan shared memory");
+    set_smem(path_scan_backward_kernel<S, DP>, bytes);
+    int device = 0, sms = 0, per_sm = 0;
+    PB_CUDA_CHECK(cudaGetDevice(&device));
+    PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, path_scan_backward_kernel<S, DP>, kThreads, bytes));
+    return sms * std::max(per_sm, 1);
+  }();
+  return ctas;
+}
+
 template <int S, int DP>
 void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
                    const float* dout, const float* o, const float* lse, const Inputs& in,
                    const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
+  const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * d.n_blocks);
   size_t bytes = 0;
-  carve<S, DP>(nullptr, d, true, &bytes);
-  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, &bytes);
+  carve<S, DP>(nullptr, d, true, scan_ctas, &bytes);
+  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
   launch_prep<S, DP>(d, in, sc);
   const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
                            size_t(d.B) * d.H * d.Tp * sizeof(float);
   PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
 
   constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
-  static_assert(scan_bytes <= 232448, "scan shared memory");
-  static const bool scan_opted_in = set_smem(path_scan_backward_kernel<S, DP>, scan_bytes);
-  (void)scan_opted_in;
-  path_scan_backward_kernel<S, DP><<<dim3(d.B * d.H, d.n_blocks), kThreads, scan_bytes, stream()>>>(
-      d, in, sc, dout, o, lse);
+  path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
   PB_LAUNCH_CHECK();
 
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP>() * int(sizeof(float));
