@@ -4,6 +4,7 @@
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
 #   scripts/gpu.sh [test|bench|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" scripts/gpu.sh bench
+#   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
 # bench writes results/bench/train.csv (one row per framework × config × encoding × precision).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,14 +30,20 @@ if [[ $mode == test || $mode == all ]]; then
   set -e
   grep -E "tests passed|Test +#|Passed|Failed|\*\*\*" "$LOG_DIR/ctest_cuda.log" | tail -12 >&2
   summary+=("gpu tests: $(grep -E 'tests passed' "$LOG_DIR/ctest_cuda.log" || echo "exit $rc")")
+  if [[ -n ${SANITIZE:-} ]]; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/test_cuda_model" "[model]~[train]" \
+      >"$LOG_DIR/memcheck.log" 2>&1 && rc=0 || rc=$?
+    summary+=("memcheck test_cuda_model: exit $rc, $(grep -E 'ERROR SUMMARY' "$LOG_DIR/memcheck.log" | tail -1)")
+  fi
 fi
 
 if [[ $mode == bench || $mode == all ]]; then
   echo "== training benchmarks" >&2
   csv=results/bench/train.csv
-  commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  [[ -n $(git status --porcelain 2>/dev/null) ]] && commit="$commit-dirty"
-  date=$(date -u +%Y-%m-%dT%H:%MZ)
+  # PB_COMMIT / PB_DATE override git and the clock (a copied checkout may carry no or stale .git).
+  commit=${PB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  [[ -z ${PB_COMMIT:-} && -n $(git status --porcelain 2>/dev/null) ]] && commit="$commit-dirty"
+  date=${PB_DATE:-$(date -u +%Y-%m-%dT%H:%MZ)}
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   steps=${BENCH_STEPS:-30}
   echo "framework,config,pe,precision,compiled,layers,d_model,heads,seq_len,batch,vocab,ms_per_step,tokens_per_s,gpu,torch,commit,date" >"$csv.new"
