@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
@@ -20,10 +21,6 @@ constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 1024;      // partial sums of sum_squares
 constexpr int kAdamMaxBlocks = 4096;  // grid-stride cap of the AdamW kernel
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
 
 // Sum over the block (blockDim.x a multiple of 32) in a fixed order; `scratch` is
 // __shared__ double[32]; every thread gets the result.
@@ -97,7 +94,6 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

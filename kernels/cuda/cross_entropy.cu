@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pb::cuda {
@@ -17,18 +18,6 @@ namespace {
 constexpr int kMaxThreads = 256;
 constexpr int kMeanThreads = 1024;
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load(const float* p) {
-  return *reinterpret_cast<const Pack<kVec>*>(p);
-}
-template <int kVec>
-__device__ __forceinline__ void store(float* p, const Pack<kVec>& x) {
-  *reinterpret_cast<Pack<kVec>*>(p) = x;
-}
 
 // Minimum over the block (blockDim.x a multiple of 32); `scratch` is __shared__ int[32].
 __device__ __forceinline__ int block_min(int x, int* scratch) {
@@ -135,7 +124,6 @@ __global__ void __launch_bounds__(kMeanThreads)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Threads per row: about 8 entries each, 32 to kMaxThreads.
 int threads_for(int V) { return std::clamp(32 * ceil_div(V, 32 * 8), 32, kMaxThreads); }

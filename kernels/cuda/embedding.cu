@@ -6,18 +6,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pb::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
 
 // x (N, C): x[n, c] = table[tokens[n], c]
 template <int kVec>
@@ -41,8 +36,6 @@ __global__ void backward_kernel(float* dtable, const float* dx, const int32_t* t
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
 
 }  // namespace
 
@@ -50,16 +43,16 @@ void embedding_forward(float* x, const int32_t* tokens, const float* table, int 
   const int64_t n = int64_t(N) * C;
   if (n == 0) return;
   if (C % 4 == 0 && aligned16(x) && aligned16(table))
-    forward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(x, tokens, table, n / 4, C);
+    forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(x, tokens, table, n / 4, C);
   else
-    forward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(x, tokens, table, n, C);
+    forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(x, tokens, table, n, C);
   PB_LAUNCH_CHECK();
 }
 
 void embedding_backward(float* dtable, const float* dx, const int32_t* tokens, int N, int C) {
   const int64_t n = int64_t(N) * C;
   if (n == 0) return;
-  backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dtable, dx, tokens, n, C);
+  backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dtable, dx, tokens, n, C);
   PB_LAUNCH_CHECK();
 }
 

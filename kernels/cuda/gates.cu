@@ -7,14 +7,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;
 constexpr int kChunk = 64;  // rows per partial sum of the bias gradient
 
 #define PB_GRID_STRIDE(i, n)                                                \
@@ -41,22 +40,6 @@ __global__ void bias_partial_kernel(float* partial, const float* dz, int N, int 
   partial[int64_t(k) * H + h] = acc;
 }
 
-// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
-// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
-__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
-  __shared__ float part[16][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (c < W)
-    for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < W) {
-    float s = 0.f;
-    for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
-    out[c] += s;
-  }
-}
 
 // y = log σ(z) = min(z, 0) − log1p(e^(−|z|))
 __global__ void log_sigmoid_forward_kernel(float* y, const float* z, int64_t n) {
@@ -87,14 +70,13 @@ __global__ void beta_backward_kernel(float* dz, const float* dbeta, const float*
 
 #undef PB_GRID_STRIDE
 
-int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
 
 }  // namespace
 
 void add_bias(float* z, const float* b, int N, int H) {
   const int64_t n = int64_t(N) * H;
   if (n == 0) return;
-  add_bias_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(z, b, n, H);
+  add_bias_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(z, b, n, H);
   PB_LAUNCH_CHECK();
 }
 
@@ -106,32 +88,31 @@ void bias_backward(float* db, const float* dz, int N, int H) {
   bias_partial_kernel<<<dim3(n_chunks, ceil_div(H, threads)), threads, 0, stream()>>>(partial, dz,
                                                                                       N, H);
   PB_LAUNCH_CHECK();
-  sum_partials_kernel<<<ceil_div(H, 32), dim3(32, 16), 0, stream()>>>(db, partial, n_chunks, H);
-  PB_LAUNCH_CHECK();
+  add_column_sums(db, partial, n_chunks, H);
 }
 
 void log_sigmoid_forward(float* y, const float* z, int64_t n) {
   if (n == 0) return;
-  log_sigmoid_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(y, z, n);
+  log_sigmoid_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(y, z, n);
   PB_LAUNCH_CHECK();
 }
 
 void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n) {
   if (n == 0) return;
-  log_sigmoid_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dz, dy, z, n);
+  log_sigmoid_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dy, z, n);
   PB_LAUNCH_CHECK();
 }
 
 void beta_forward(float* beta, const float* z, int64_t n, double clip) {
   if (n == 0) return;
-  beta_forward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(beta, z, n, clip > 0,
+  beta_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(beta, z, n, clip > 0,
                                                                 float(2 - clip));
   PB_LAUNCH_CHECK();
 }
 
 void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip) {
   if (n == 0) return;
-  beta_backward_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(dz, dbeta, z, n, clip > 0,
+  beta_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dbeta, z, n, clip > 0,
                                                                  float(2 - clip));
   PB_LAUNCH_CHECK();
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pb::cuda {
@@ -12,39 +13,14 @@ namespace {
 constexpr int kThreads = 256;    // threads per block
 constexpr int kWarpMaxD = 1024;  // widest row handled by one warp
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load(const float* p) {
-  return *reinterpret_cast<const Pack<kVec>*>(p);
-}
-template <int kVec>
-__device__ __forceinline__ void store(float* p, const Pack<kVec>& x) {
-  *reinterpret_cast<Pack<kVec>*>(p) = x;
-}
 
-// The threads sharing one row: a warp (kBlock false, kThreads / 32 rows per block) or the whole
-// block (kBlock true, one row per block).
-template <bool kBlock>
-struct RowGroup {
-  int row, rank, size;
-  __device__ RowGroup()
-      : row(kBlock ? blockIdx.x : blockIdx.x * (kThreads / 32) + threadIdx.x / 32),
-        rank(kBlock ? threadIdx.x : threadIdx.x % 32),
-        size(kBlock ? kThreads : 32) {}
-  __device__ float sum(float x, float* smem) const {
-    return kBlock ? block_sum(x, smem) : warp_sum(x);
-  }
-};
 
 // y (n_rows, D) = x / sqrt(‖x‖² + eps)
 template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(float* y, const float* x, int n_rows, int D, float eps) {
   __shared__ float smem[32];
-  const RowGroup<kBlock> grp;
+  const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= n_rows) return;  // a whole warp (warp rows) or never (block rows)
   const int64_t off = int64_t(grp.row) * D;
   float ss = 0.f;
@@ -65,7 +41,7 @@ template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
     backward_kernel(float* dx, const float* dy, const float* x, int n_rows, int D, float eps) {
   __shared__ float smem[32];
-  const RowGroup<kBlock> grp;
+  const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= n_rows) return;
   const int64_t off = int64_t(grp.row) * D;
   float ss = 0.f, dot = 0.f;
@@ -83,7 +59,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
@@ -18,39 +19,14 @@ constexpr int kWarpMaxC = 1024;  // widest row handled by one warp
 constexpr int kChunk = 64;       // rows per partial sum of dg
 constexpr int kColThreads = 128;
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load(const float* p) {
-  return *reinterpret_cast<const Pack<kVec>*>(p);
-}
-template <int kVec>
-__device__ __forceinline__ void store(float* p, const Pack<kVec>& x) {
-  *reinterpret_cast<Pack<kVec>*>(p) = x;
-}
 
-// The threads sharing one row: a warp (kBlock false, kThreads / 32 rows per block) or the whole
-// block (kBlock true, one row per block).
-template <bool kBlock>
-struct RowGroup {
-  int row, rank, size;
-  __device__ RowGroup()
-      : row(kBlock ? blockIdx.x : blockIdx.x * (kThreads / 32) + threadIdx.x / 32),
-        rank(kBlock ? threadIdx.x : threadIdx.x % 32),
-        size(kBlock ? kThreads : 32) {}
-  __device__ float sum(float x, float* smem) const {
-    return kBlock ? block_sum(x, smem) : warp_sum(x);
-  }
-};
 
 // y (N, C) = x · rstd · g,  rstd (N) = 1 / sqrt(Σ x² / C + eps)
 template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(float* y, float* rstd, const float* x, const float* g, int N, int C, float eps) {
   __shared__ float smem[32];
-  const RowGroup<kBlock> grp;
+  const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= N) return;                    // a whole warp (warp rows) or never (block rows)
   const float* xr = x + int64_t(grp.row) * C;  // (C)
   float* yr = y + int64_t(grp.row) * C;        // (C)
@@ -75,7 +51,7 @@ __global__ void __launch_bounds__(kThreads)
     backward_dx_kernel(float* dx, const float* dy, const float* x, const float* rstd,
                        const float* g, int N, int C, bool accumulate) {
   __shared__ float smem[32];
-  const RowGroup<kBlock> grp;
+  const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= N) return;
   const int64_t off = int64_t(grp.row) * C;
   float dot = 0.f;
@@ -107,24 +83,7 @@ __global__ void dg_partial_kernel(float* partial, const float* dy, const float* 
   partial[int64_t(k) * C + c] = acc;
 }
 
-// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
-// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
-__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
-  __shared__ float part[16][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (c < W)
-    for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < W) {
-    float s = 0.f;
-    for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
-    out[c] += s;
-  }
-}
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
@@ -168,8 +127,7 @@ void rmsnorm_backward(float* dx, float* dg, const float* dy, const float* x, con
   dg_partial_kernel<<<dim3(n_chunks, ceil_div(C, kColThreads)), kColThreads, 0, stream()>>>(
       partial, dy, x, rstd, N, C);
   PB_LAUNCH_CHECK();
-  sum_partials_kernel<<<ceil_div(C, 32), dim3(32, 16), 0, stream()>>>(dg, partial, n_chunks, C);
-  PB_LAUNCH_CHECK();
+  add_column_sums(dg, partial, n_chunks, C);
 }
 
 }  // namespace pb::cuda

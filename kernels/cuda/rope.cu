@@ -7,19 +7,14 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
 template <int kVec>
 struct alignas(8 * kVec) CosSin {  // kVec (cos, sin) entries of the table
   float2 v[kVec];
@@ -62,23 +57,21 @@ __global__ void rotate_kernel(float* out, const float* in, const float2* table, 
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
 
 void rotate(float* out, const float* in, const RopeArgs& args, float sign) {
   const int B = args.shape.B, T = args.shape.T, H = args.shape.H, half = args.shape.D / 2;
   const int64_t n_pairs = int64_t(B) * T * H * half;
   if (n_pairs == 0) return;
   float2* table = static_cast<float2*>(scratch(sizeof(float2) * size_t(T) * half));  // (T, D/2)
-  table_kernel<<<blocks_for(int64_t(T) * half), kThreads, 0, stream()>>>(table, T, half,
+  table_kernel<<<blocks_for(int64_t(T) * half), kElementThreads, 0, stream()>>>(table, T, half,
                                                                          args.shape.D, args.base);
   PB_LAUNCH_CHECK();
   if (half % 4 == 0 && aligned16(out) && aligned16(in))
-    rotate_kernel<4><<<blocks_for(n_pairs / 4), kThreads, 0, stream()>>>(
+    rotate_kernel<4><<<blocks_for(n_pairs / 4), kElementThreads, 0, stream()>>>(
         out, in, table, n_pairs / 4, T, H, half, sign);
   else
     rotate_kernel<1>
-        <<<blocks_for(n_pairs), kThreads, 0, stream()>>>(out, in, table, n_pairs, T, H, half, sign);
+        <<<blocks_for(n_pairs), kElementThreads, 0, stream()>>>(out, in, table, n_pairs, T, H, half, sign);
   PB_LAUNCH_CHECK();
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
@@ -17,18 +18,8 @@ namespace pb::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;
 constexpr int kChunk = 64;        // rows per thread in the backward
 constexpr int kColThreads = 128;  // channels per block in the backward
-
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load(const float* p) {
-  return *reinterpret_cast<const Pack<kVec>*>(p);
-}
 
 // y (B·T, C) = silu(Σ_{k ≤ t, k < 3} a[k] ⊙ u[r−k])
 template <int kVec>
@@ -84,25 +75,7 @@ __global__ void backward_kernel(float* du, float* partial, const float* dy, cons
   p[0] = acc0, p[C] = acc1, p[2 * C] = acc2;
 }
 
-// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
-// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
-__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
-  __shared__ float part[16][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
-  float acc = 0.f;
-  if (c < W)
-    for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
-  part[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < W) {
-    float s = 0.f;
-    for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
-    out[c] += s;
-  }
-}
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
 
 }  // namespace
 
@@ -126,8 +99,7 @@ void short_conv_backward(float* du, float* da, const float* dy, const float* u, 
   backward_kernel<<<dim3(n_chunks, ceil_div(C, kColThreads)), kColThreads, 0, stream()>>>(
       du, partial, dy, u, a, N, T, C);
   PB_LAUNCH_CHECK();
-  sum_partials_kernel<<<ceil_div(W, 32), dim3(32, 16), 0, stream()>>>(da, partial, n_chunks, W);
-  PB_LAUNCH_CHECK();
+  add_column_sums(da, partial, n_chunks, W);
 }
 
 }  // namespace pb::cuda

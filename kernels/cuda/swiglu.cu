@@ -5,26 +5,13 @@
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
 
 namespace pb::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxBlocks = 4096;
 
-template <int kVec>
-struct alignas(4 * kVec) Pack {
-  float v[kVec];
-};
-template <int kVec>
-__device__ __forceinline__ Pack<kVec> load(const float* p) {
-  return *reinterpret_cast<const Pack<kVec>*>(p);
-}
-template <int kVec>
-__device__ __forceinline__ void store(float* p, const Pack<kVec>& x) {
-  *reinterpret_cast<Pack<kVec>*>(p) = x;
-}
 
 // h (N, F) = a · σ(a) · b,  a = ab[:, :F], b = ab[:, F:]
 template <int kVec>
@@ -60,8 +47,6 @@ __global__ void backward_kernel(float* dab, const float* dh, const float* ab, in
   }
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-int blocks_for(int64_t n) { return int(std::min<int64_t>(ceil_div(n, kThreads), kMaxBlocks)); }
 
 }  // namespace
 
@@ -69,9 +54,9 @@ void swiglu_forward(float* h, const float* ab, int N, int F) {
   const int64_t n = int64_t(N) * F;
   if (n == 0) return;
   if (F % 4 == 0 && aligned16(h) && aligned16(ab))
-    forward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(h, ab, n / 4, F);
+    forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(h, ab, n / 4, F);
   else
-    forward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(h, ab, n, F);
+    forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(h, ab, n, F);
   PB_LAUNCH_CHECK();
 }
 
@@ -79,9 +64,9 @@ void swiglu_backward(float* dab, const float* dh, const float* ab, int N, int F)
   const int64_t n = int64_t(N) * F;
   if (n == 0) return;
   if (F % 4 == 0 && aligned16(dab) && aligned16(dh) && aligned16(ab))
-    backward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(dab, dh, ab, n / 4, F);
+    backward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(dab, dh, ab, n / 4, F);
   else
-    backward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(dab, dh, ab, n, F);
+    backward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(dab, dh, ab, n, F);
   PB_LAUNCH_CHECK();
 }
 
