@@ -133,6 +133,13 @@ TEST_CASE("CUDA softmax attention matches the double reference", "[cuda][softmax
     for (const Gate gate : {Gate::None, Gate::Random, Gate::Strong}) check_softmax(s, gate, 1.0, 10);
 }
 
+TEST_CASE("CUDA softmax attention at the edges of 128-query forward tiles", "[cuda][softmax]") {
+  // DP = 64 and 128 run the forward on 128 queries × 64 keys: whole, partial and one-row tiles
+  for (const AttnShape& s : {AttnShape{2, 128, 2, 64}, AttnShape{1, 129, 2, 128}, AttnShape{2, 191, 1, 40},
+                             AttnShape{1, 257, 2, 96}})
+    for (const Gate gate : {Gate::None, Gate::Random, Gate::Strong}) check_softmax(s, gate, 1.0, 30);
+}
+
 TEST_CASE("CUDA softmax attention with larger logits", "[cuda][softmax]") {
   for (const AttnShape& s : {AttnShape{2, 100, 3, 64}, AttnShape{1, 1000, 2, 32}, AttnShape{2, 63, 3, 50}})
     for (const Gate gate : {Gate::None, Gate::Random}) check_softmax(s, gate, 3.0, 20);
