@@ -158,7 +158,8 @@ TEST_CASE("CUDA PaTH matches the CPU reference on long sequences", "[cuda]") {
 
 TEST_CASE("CUDA PaTH matches the CPU reference with more work items than resident CTAs", "[cuda]") {
   // The backward scan is persistent (one CTA per resident slot, items strided by the grid):
-  // B·H·n_blocks = 224 (D = 64) and 416 (D = 128) items exceed the ~132 slots of an H200.
+  // B·H·n_blocks = 224 (D = 64) and B·H·⌈n_blocks / 2⌉ = 224 (D = 128, two query blocks per
+  // item; n_blocks = 13 is odd, so block 0 is an item of its own) exceed the ~132 slots of an H200.
   uint64_t seed = 5500;
   for (int D : {64, 128}) {
     const Problem p = make_problem({4, 400, 8, D}, true, BetaRange::Uniform, seed += 10);

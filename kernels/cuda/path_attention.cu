@@ -12,13 +12,14 @@
 //            z = R K̃_Jᵀ, online-softmax update, acc += p V_J, R ← R − (R W_Jᵀ) U_J
 //            (P and X reuse [K̃_J; W_J]'s shared memory: two CTAs per SM).
 // Backward (prep again, a memset of the accumulators, then three launches):
-//   scan     persistent CTAs (as many as are resident at once) over the items (b·h, query
-//            block I): the forward scan from Q̃_I stores R_J (the queries at key block J's right
-//            edge, J = I−1 … 0) in the CTA's own (Tp, DP) slice of scratch, I − 1 scan steps;
-//            then the reverse scan, J = 0 … I−1, γ = dR carried left to right. Memory: resident
-//            CTAs × Tp × DP floats, linear in T (≈ 17 MB at 132 CTAs, T = 512, D = 64). dV, dK̃,
-//            dW, dU of block J are summed over the query blocks with float atomics; dQ̃_I = γ at
-//            the end is written by its owner.
+//   scan     persistent CTAs (as many as are resident at once) over the items (b·h, QB query
+//            blocks stacked as QB·S rows; QB = 2 for S = 32, else 1): the forward scan from Q̃_I
+//            stores R_J (the queries at key block J's right edge, J = I−1 … 0) in the CTA's own
+//            (QB·Tp, DP) slice of scratch, I − 1 scan steps; then the reverse scan, J = 0 … I−1,
+//            γ = dR carried left to right. Memory: resident CTAs × QB·Tp × DP floats, linear in T
+//            (≈ 17 MB at 132 CTAs, T = 512, D = 64; ≈ 100 MB at T = 768, D = 128). dV, dK̃, dW,
+//            dU of block J are summed over the items with float atomics; dQ̃ = γ at the end is
+//            written by its owner.
 //   ut_bwd   per (block c, b·h): the diagonal block's softmax backward and the UT transform in
 //            reverse (README), writing dq, dk, dv, dw, dβ and dG.
 //   gate     per b·h: dlog_f_t = Σ_{i≥t} dG_i (double).
@@ -131,7 +132,7 @@ struct Scratch {
   float* dw_scan;  // (B·H, Tp, DP): the scan's dW, atomic (backward)
   float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, atomic (backward)
   float* dg;       // (B·H, Tp): dG_i = Σ_j dS_ij − Σ_i' dS_i'i, atomic, then completed (backward)
-  float* r_states; // (scan CTAs, Tp, DP): each scan CTA's R_J of its current item (backward)
+  float* r_states; // (scan CTAs, QB·Tp, DP): each scan CTA's R_J of its current item (backward)
 };
 
 struct Inputs {
@@ -157,8 +158,10 @@ __device__ double block_sum_double(double x, double* red) {
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
 //   S_loc = tril_incl(Q Kᵀ) − QW M
 // A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
-// (S × S) arrays have stride S + 1, U has stride DP + 1. Ends with __syncthreads().
-template <int S, int DP>
+// (S × S) arrays have stride S + 1, U has stride DP + 1. Without WithTm, Tm is not formed (tm is
+// unused) and m may alias e (each thread reads its column of E before writing that column of M).
+// Ends with __syncthreads().
+template <int S, int DP, bool WithTm = true>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
@@ -181,7 +184,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
   __syncthreads();
   static_assert(2 * S + DP <= kThreads, "one thread per column of [Tm | U | M]");
   static_assert(S % 4 == 0, "A rows are read four at a time");
-  const int col = threadIdx.x;
+  const int col = int(threadIdx.x) + (WithTm ? 0 : S);  // without Tm, threads start at U's columns
   if (col < 2 * S + DP) {  // warp-uniform branches: S and DP are multiples of 32
     float x[S];            // this thread's column, in registers (every index below is constant)
     float* dst;
@@ -231,13 +234,14 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // ---------------------------------------------------------------------------------------------
 // prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
 
+// M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM.
 template <int S, int DP>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + 1) + S * (S + 4) + 5 * S * (S + 1);
+  return 16 + S + 4 * S * (DP + 1) + S * (S + 4) + 3 * S * (S + 1);
 }
 
 template <int S, int DP>
-__global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
+__global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
   constexpr int LB = DP + 1, LS = S + 1;
   extern __shared__ __align__(16) float smem[];
   double* red = reinterpret_cast<double*>(smem);  // (8)
@@ -247,11 +251,10 @@ __global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, 
   float* w = k + S * LB;
   float* u = w + S * LB;
   float* a = u + S * LB;       // (S, S), stride S + 4
-  float* e = a + S * (S + 4);  // (S, S) each, stride LS
+  float* e = a + S * (S + 4);  // (S, S) each, stride LS: E, then M
   float* qw = e + S * LS;
   float* s_loc = qw + S * LS;
-  float* tm = s_loc + S * LS;
-  float* m = tm + S * LS;
+  float* m = e;
 
   static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
@@ -279,7 +282,7 @@ __global__ void __launch_bounds__(kThreads) path_prep_kernel(Dims d, Inputs in, 
   load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP>(q, k, w, beta, a, e, qw, s_loc, tm, u, m);
+  ut_transform<S, DP, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
 
   Tile<S, DP> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
@@ -427,18 +430,29 @@ __global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Input
 }
 
 // ---------------------------------------------------------------------------------------------
-// scan backward: persistent CTAs, each taking the items (b·h, query block I) blockIdx.x,
-// blockIdx.x + gridDim.x, … (heaviest I first). Per item, first the forward scan from Q̃_I stores
-// the block's queries at every key block's right edge, R_J = Q̃_I P_{I−1} ⋯ P_{J+1} (J = I−1 … 0),
-// in the CTA's own slice of sc.r_states (n_blocks · S × DP: linear in T, one slice per resident CTA).
-// Then for J = 0 … I−1, with X_J = R_J W_Jᵀ and γ = dR_{J−1}:
+// scan backward: persistent CTAs, each taking the items blockIdx.x, blockIdx.x + gridDim.x, …
+// (heaviest first). An item is (b·h, a group of QB consecutive query blocks I_s = base + s,
+// s < QB), stacked as SQ = QB·S query rows: row r is position a0 + r, a0 = base·S (QB = 2 for
+// S = 32, so every key-block product and atomic below covers 64 query rows; slots with I_s < 0,
+// the bottom group of an odd block count, hold no rows). Query block I_s takes part in key
+// block J only while J < I_s, i.e. rows r ≥ r0(J) = max(0, (J − base + 1)·S); the rows below r0
+// are zero in R_J, zero in P, and their γ is frozen (it already is their dQ̃).
+// Per item, first the forward scan from the top block stores the queries at every key block's
+// right edge, R_J = Q̃_I P_{I−1} ⋯ P_{J+1} (J = I_top − 1 … 0, slot s joining with Q̃_{I_s} at
+// J = I_s − 1), in the CTA's own slice of sc.r_states (n_blocks · SQ × DP: linear in T, one
+// slice per resident CTA). Then for J = 0 … I_top − 1, with X_J = R_J W_Jᵀ and γ = dR_{J−1}:
 //   P = exp(scale·z + G_i − G_j − lse_i), dS = P ⊙ (dout V_Jᵀ − δ), dZ = scale·dS
 //   dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, dU_J −= X_Jᵀ γ, Y = γ U_Jᵀ, dW_J −= Yᵀ R_J (J ≥ 1)
-//   γ ← γ + dZ K̃_J − Y W_J;   at the end dQ̃_I = γ
+//   γ ← γ + dZ K̃_J − Y W_J (rows ≥ r0);   at the end dQ̃ = γ
+
+template <int S>
+constexpr int kScanQB = S == 32 ? 2 : 1;  // query blocks per scan item
 
 template <int S, int DP>
 constexpr int scan_smem_floats() {
-  return 4 * S + 3 * S + 7 * S * (DP + 1) + 2 * S * (S + 1) + S * (2 * S + 1);
+  constexpr int SQ = kScanQB<S> * S;
+  return 2 * SQ + 2 * S + 2 * SQ + S + 3 * SQ * (DP + 1) + 4 * S * (DP + 1) + 2 * SQ * (S + 1) +
+         SQ * (2 * S + 1);
 }
 
 template <int S, int DP>
@@ -446,75 +460,93 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
                                                                       const float* dout,
                                                                       const float* o,
                                                                       const float* lse) {
-  constexpr int LB = DP + 1, LS = S + 1, LW = 2 * S + 1, TM = S / 16, TS = S / 16;
+  constexpr int QB = kScanQB<S>, SQ = QB * S;
+  constexpr int LB = DP + 1, LS = S + 1, LW = 2 * S + 1, TM = SQ / 16, TS = S / 16;
+  static_assert(SQ <= kThreads, "a thread per query row");
   extern __shared__ __align__(16) float smem[];
-  double* gq = reinterpret_cast<double*>(smem);  // (S)
-  double* gk = gq + S;                           // (S)
-  float* lse_s = smem + 4 * S;                   // (S)
-  float* delta_s = lse_s + S;                    // (S)
-  float* col_sum = delta_s + S;                  // (S): Σ_i dS_ij of this step
-  float* r_s = col_sum + S;                      // (S, DP): R_J
-  float* gam = r_s + S * LB;                     // (S, DP): γ
-  float* d_o = gam + S * LB;                     // (S, DP): dout
-  float* kw = d_o + S * LB;                      // (2S, DP): [K̃_J; W_J]
+  double* gq = reinterpret_cast<double*>(smem);  // (SQ)
+  double* gk = gq + SQ;                          // (S)
+  float* lse_s = smem + 2 * SQ + 2 * S;          // (SQ)
+  float* delta_s = lse_s + SQ;                   // (SQ)
+  float* col_sum = delta_s + SQ;                 // (S): Σ_i dS_ij of this step
+  float* r_s = col_sum + S;                      // (SQ, DP): R_J
+  float* gam = r_s + SQ * LB;                    // (SQ, DP): γ
+  float* d_o = gam + SQ * LB;                    // (SQ, DP): dout
+  float* kw = d_o + SQ * LB;                     // (2S, DP): [K̃_J; W_J]
   float* u = kw + 2 * S * LB;                    // (S, DP): U_J
   float* v = u + S * LB;                         // (S, DP): V_J
-  float* p_s = v + S * LB;                       // (S, S): P
-  float* x_s = p_s + S * LS;                     // (S, S): X_J
-  float* zy = x_s + S * LS;                      // (S, 2S): [dZ, −Y]
-  float* states = sc.r_states + int64_t(blockIdx.x) * d.Tp * DP;  // (n_blocks, S, DP): R_J
+  float* p_s = v + S * LB;                       // (SQ, S): P
+  float* x_s = p_s + SQ * LS;                    // (SQ, S): X_J
+  float* zy = x_s + SQ * LS;                     // (SQ, 2S): [dZ, −Y]
+  float* states = sc.r_states + int64_t(blockIdx.x) * d.Tp * QB * DP;  // (n_blocks, SQ, DP): R_J
 
   const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
   const int64_t stride = int64_t(d.H) * d.D;
-  const int n_bh = d.B * d.H;
-  for (int item = blockIdx.x; item < n_bh * d.n_blocks; item += gridDim.x) {
+  const int n_bh = d.B * d.H, n_groups = (d.n_blocks + QB - 1) / QB;
+  for (int item = blockIdx.x; item < n_bh * n_groups; item += gridDim.x) {
     const int bh = item % n_bh, b = bh / d.H, h = bh % d.H;
-    const int I = d.n_blocks - 1 - item / n_bh, a0 = I * S, nv = min(S, d.T - a0);
+    const int base = d.n_blocks - QB * (1 + item / n_bh), I_top = base + QB - 1, a0 = base * S;
+    // Rows of real positions: rv ≤ r < SQ; of positions below T: r < nv. With base < 0, a0 and
+    // in_off are negative, and the rows below rv are never read.
+    const int rv = max(0, -a0), nv = d.T - a0;
     const int64_t head = int64_t(bh) * d.Tp, in_off = d.in_row(b, a0, h) * d.D;
 
     __syncthreads();  // the previous item is done with shared memory and its states
-    load_rows<S, DP>(r_s, LB, sc.q_hat + (head + a0) * DP, DP, S, DP);  // R_{I−1} = Q̃_I
-    load_rows<S, DP>(d_o, LB, dout + in_off, stride, nv, d.D);
-    load_rows<S, DP>(gam, LB, o + in_off, stride, nv, d.D);  // o, for δ
-    if (tid < S) {
-      gq[tid] = sc.g[head + a0 + tid];
-      lse_s[tid] = tid < nv ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
+    for (int e = tid; e < SQ * DP; e += kThreads) {  // R_{I_top−1}: Q̃_{I_top} in the top slot, zero below
+      const int r = e / DP, c = e - r * DP;
+      r_s[r * LB + c] = r >= (QB - 1) * S ? sc.q_hat[(head + a0 + r) * DP + c] : 0.f;
+    }
+    for (int e = tid; e < SQ * DP; e += kThreads) {  // dout, and o in gam (for δ); zero past T
+      const int r = e / DP, c = e - r * DP;
+      const bool ok = r >= rv && r < nv && c < d.D;
+      d_o[r * LB + c] = ok ? dout[in_off + r * stride + c] : 0.f;
+      gam[r * LB + c] = ok ? o[in_off + r * stride + c] : 0.f;
+    }
+    if (tid < SQ) {
+      gq[tid] = tid >= rv ? sc.g[head + a0 + tid] : 0.0;
+      lse_s[tid] = tid >= rv && tid < nv ? lse[d.in_row(b, a0 + tid, h)] : 0.f;
     }
     __syncthreads();
-    for (int r = tid >> 5; r < S; r += kThreads / 32) {  // δ_i = dout_i·o_i, a warp per row
+    for (int r = tid >> 5; r < SQ; r += kThreads / 32) {  // δ_i = dout_i·o_i, a warp per row
       float s = 0.f;
       for (int c = tid & 31; c < DP; c += 32) s += d_o[r * LB + c] * gam[r * LB + c];
       s = warp_sum(s);
       if ((tid & 31) == 0) {
         delta_s[r] = s;
-        sc.delta[head + a0 + r] = s;
+        if (r >= rv) sc.delta[head + a0 + r] = s;
       }
     }
-    // The forward scan: states[J] = R_J, then R_{J−1} = R_J − (R_J W_Jᵀ) U_J.
-    for (int J = I - 1; J >= 0; --J) {
-      for (int i = tid; i < S * DP; i += kThreads) states[int64_t(J) * S * DP + i] = r_s[(i / DP) * LB + i % DP];
+    // The forward scan: slot s = J + 1 − base joins with Q̃_{J+1}, states[J] = R_J, then
+    // R_{J−1} = R_J − (R_J W_Jᵀ) U_J.
+    for (int J = I_top - 1; J >= 0; --J) {
+      const int s_join = J + 1 - base;        // uniform over the CTA
+      if (s_join >= 0 && s_join < QB - 1) {  // the top slot was loaded above
+        load_rows<S, DP>(r_s + s_join * S * LB, LB, sc.q_hat + (head + (J + 1) * S) * DP, DP, S, DP);
+        __syncthreads();
+      }
+      for (int i = tid; i < SQ * DP; i += kThreads) states[int64_t(J) * SQ * DP + i] = r_s[(i / DP) * LB + i % DP];
       if (J == 0) break;
       load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, J * S, h) * d.D, stride, S, d.D);
       load_rows<S, DP>(u, LB, sc.u + (head + J * S) * DP, DP, S, DP);
       __syncthreads();
-      Tile<S, S> x;  // X = R W_Jᵀ
+      Tile<SQ, S> x;  // X = R W_Jᵀ
       x.zero();
       mma(x, DP, 1.f, r_s, LB, 1, kw + S * LB, 1, LB);
       x.each([&](int r, int c, float& val) { x_s[r * LS + c] = val; });
       __syncthreads();
-      Tile<S, DP> t;  // R ← R − X U_J
+      Tile<SQ, DP> t;  // R ← R − X U_J
       t.zero();
       mma(t, S, 1.f, x_s, LS, 1, u, LB, 1);
       t.each([&](int r, int c, float& val) { r_s[r * LB + c] -= val; });
       __syncthreads();
     }
     __syncthreads();  // δ is done with o in gam; the states are written
-    for (int i = tid; i < S * LB; i += kThreads) gam[i] = 0.f;
+    for (int i = tid; i < SQ * LB; i += kThreads) gam[i] = 0.f;
 
     float row_sum[TM] = {};  // Σ_j dS_ij over the off-diagonal blocks
-    for (int J = 0; J < I; ++J) {
-      const int j0 = J * S;
-      load_rows<S, DP>(r_s, LB, states + int64_t(J) * S * DP, DP, S, DP);
+    for (int J = 0; J < I_top; ++J) {
+      const int j0 = J * S, r0 = max(0, (J - base + 1) * S);  // rows ≥ r0 see key block J
+      load_rows<SQ, DP>(r_s, LB, states + int64_t(J) * SQ * DP, DP, SQ, DP);
       load_rows<S, DP>(kw, LB, sc.k_hat + (head + j0) * DP, DP, S, DP);
       load_rows<S, DP>(kw + S * LB, LB, in.w + d.in_row(b, j0, h) * d.D, stride, S, d.D);
       load_rows<S, DP>(u, LB, sc.u + (head + j0) * DP, DP, S, DP);
@@ -525,10 +557,10 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
       }
       __syncthreads();
       {
-        Tile<S, 2 * S> zx;  // [Z, X] = R_J [K̃_J; W_J]ᵀ
+        Tile<SQ, 2 * S> zx;  // [Z, X] = R_J [K̃_J; W_J]ᵀ
         zx.zero();
         mma(zx, DP, 1.f, r_s, LB, 1, kw, 1, LB);
-        Tile<S, S> dp;  // dP = dout V_Jᵀ
+        Tile<SQ, S> dp;  // dP = dout V_Jᵀ
         dp.zero();
         mma(dp, DP, 1.f, d_o, LB, 1, v, 1, LB);
         float cs[TS] = {};
@@ -538,8 +570,9 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 #pragma unroll
           for (int j = 0; j < TS; ++j) {
             const int c = tx + 16 * j;
-            const float p =
-                r < nv ? expf(d.scale * zx.v[i][j] + float(gq[r] - gk[c]) - lse_s[r]) : 0.f;
+            const float p = r >= r0 && r < nv
+                                ? expf(d.scale * zx.v[i][j] + float(gq[r] - gk[c]) - lse_s[r])
+                                : 0.f;
             const float ds = p * (dp.v[i][j] - delta_s[r]);
             p_s[r * LS + c] = p;
             zy[r * LW + c] = d.scale * ds;
@@ -557,16 +590,16 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
       {
         Tile<S, DP> t;  // dV_J += Pᵀ dout
         t.zero();
-        mma(t, S, 1.f, p_s, 1, LS, d_o, LB, 1);
+        mma(t, SQ, 1.f, p_s, 1, LS, d_o, LB, 1);
         t.each([&](int r, int c, float& val) { atomicAdd(&sc.dv[(key_row + r) * DP + c], val); });
         t.zero();  // dK̃_J += dZᵀ R_J
-        mma(t, S, 1.f, zy, 1, LW, r_s, LB, 1);
+        mma(t, SQ, 1.f, zy, 1, LW, r_s, LB, 1);
         t.each([&](int r, int c, float& val) { atomicAdd(&sc.dk_hat[(key_row + r) * DP + c], val); });
         if (J > 0) {
-          t.zero();  // dU_J −= X_Jᵀ γ
-          mma(t, S, -1.f, x_s, 1, LS, gam, LB, 1);
+          t.zero();  // dU_J −= X_Jᵀ γ (X_J is zero in the rows < r0)
+          mma(t, SQ, -1.f, x_s, 1, LS, gam, LB, 1);
           t.each([&](int r, int c, float& val) { atomicAdd(&sc.du[(key_row + r) * DP + c], val); });
-          Tile<S, S> y;  // −Y = −γ U_Jᵀ
+          Tile<SQ, S> y;  // −Y = −γ U_Jᵀ
           y.zero();
           mma(y, DP, -1.f, gam, LB, 1, u, 1, LB);
           y.each([&](int r, int c, float& val) { zy[r * LW + S + c] = val; });
@@ -575,24 +608,31 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
       }
       __syncthreads();
       {
-        Tile<S, DP> t;
-        if (J > 0) {  // dW_J += (−Y)ᵀ R_J
+        if (J > 0) {  // dW_J += (−Y)ᵀ R_J (R_J is zero in the rows < r0)
+          Tile<S, DP> t;
           t.zero();
-          mma(t, S, 1.f, zy + S, 1, LW, r_s, LB, 1);
+          mma(t, SQ, 1.f, zy + S, 1, LW, r_s, LB, 1);
           t.each([&](int r, int c, float& val) { atomicAdd(&sc.dw_scan[(key_row + r) * DP + c], val); });
         }
-        t.zero();  // γ ← γ + [dZ, −Y] [K̃_J; W_J]
+        Tile<SQ, DP> t;  // γ ← γ + [dZ, −Y] [K̃_J; W_J] in the rows ≥ r0
+        t.zero();
         mma(t, J > 0 ? 2 * S : S, 1.f, zy, LW, 1, kw, LB, 1);
-        t.each([&](int r, int c, float& val) { gam[r * LB + c] += val; });
+        t.each([&](int r, int c, float& val) {
+          if (r >= r0) gam[r * LB + c] += val;
+        });
       }
       __syncthreads();
     }
 
-    for (int i = tid; i < S * DP; i += kThreads) sc.dq_hat[(head + a0) * DP + i] = gam[(i / DP) * LB + i % DP];
+    for (int i = tid; i < SQ * DP; i += kThreads) {
+      const int r = i / DP;
+      if (r >= rv) sc.dq_hat[(head + a0) * DP + i] = gam[r * LB + i % DP];
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
+      const int r = ty + 16 * i;
       const float s = row16_sum(row_sum[i]);
-      if (tx == 0 && I > 0) atomicAdd(&sc.dg[head + a0 + ty + 16 * i], s);  // dG_i += Σ_j dS_ij
+      if (tx == 0 && r >= rv && base + r / S > 0) atomicAdd(&sc.dg[head + a0 + r], s);  // dG_i += Σ_j dS_ij
     }
   }
 }
@@ -838,20 +878,20 @@ Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* b
     sc.dw_scan = cv.take<float>(rows * DP);
     sc.dv = cv.take<float>(rows * DP);
     sc.dg = cv.take<float>(rows);
-    sc.r_states = cv.take<float>(size_t(scan_ctas) * d.Tp * DP);
+    sc.r_states = cv.take<float>(size_t(scan_ctas) * kScanQB<S> * d.Tp * DP);
   }
   *bytes = cv.used;
   return sc;
 }
 
 // Opts a kernel in to more than 48 KB of dynamic shared memory, with the largest shared-memory
-// carveout (once per instantiation).
+// carveout. The setting belongs to the current device, so it is made before every launch (a few
+// microseconds of host time, and only in eager steps: graph replays skip it).
 template <class Kernel>
-bool set_smem(Kernel kernel, int bytes) {
+void set_smem(Kernel kernel, int bytes) {
   PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      int(cudaSharedmemCarveoutMaxShared)));
-  return true;
 }
 
 Dims make_dims(const PathAttentionArgs& args, int S) {
@@ -864,8 +904,7 @@ template <int S, int DP>
 void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
   constexpr int bytes = prep_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
-  static const bool opted_in = set_smem(path_prep_kernel<S, DP>, bytes);
-  (void)opted_in;
+  set_smem(path_prep_kernel<S, DP>, bytes);
   path_prep_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
 }
@@ -879,28 +918,24 @@ void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArg
   launch_prep<S, DP>(d, in, sc);
   constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(fwd_bytes <= 232448, "forward shared memory");
-  static const bool opted_in = set_smem(path_forward_kernel<S, DP>, fwd_bytes);
-  (void)opted_in;
+  set_smem(path_forward_kernel<S, DP>, fwd_bytes);
   path_forward_kernel<S, DP><<<dim3(d.B * d.H, d.n_blocks), kThreads, fwd_bytes, stream()>>>(d, in, sc, o, lse);
   PB_LAUNCH_CHECK();
 }
 
-// The persistent scan's grid: the CTAs resident on the whole device at once (measured once per
-// instantiation, after opting its shared memory in).
+// The persistent scan's grid: the CTAs resident on the whole current device at once, after
+// opting its shared memory in.
 template <int S, int DP>
 int scan_resident_ctas() {
-  static const int ctas = [] {
-    constexpr int bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
-    static_assert(bytes <= 232448, "scan shared memory");
-    set_smem(path_scan_backward_kernel<S, DP>, bytes);
-    int device = 0, sms = 0, per_sm = 0;
-    PB_CUDA_CHECK(cudaGetDevice(&device));
-    PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, path_scan_backward_kernel<S, DP>, kThreads, bytes));
-    return sms * std::max(per_sm, 1);
-  }();
-  return ctas;
+  constexpr int bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
+  static_assert(bytes <= 232448, "scan shared memory");
+  set_smem(path_scan_backward_kernel<S, DP>, bytes);
+  int device = 0, sms = 0, per_sm = 0;
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, path_scan_backward_kernel<S, DP>,
+                                                              kThreads, bytes));
+  return sms * std::max(per_sm, 1);
 }
 
 template <int S, int DP>
@@ -908,7 +943,8 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
                    const float* dout, const float* o, const float* lse, const Inputs& in,
                    const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
-  const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * d.n_blocks);
+  constexpr int QB = kScanQB<S>;
+  const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
   size_t bytes = 0;
   carve<S, DP>(nullptr, d, true, scan_ctas, &bytes);
   const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
@@ -923,8 +959,7 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
 
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  static const bool ut_opted_in = set_smem(path_ut_backward_kernel<S, DP>, ut_bytes);
-  (void)ut_opted_in;
+  set_smem(path_ut_backward_kernel<S, DP>, ut_bytes);
   path_ut_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
   PB_LAUNCH_CHECK();
