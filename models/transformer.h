@@ -45,6 +45,16 @@ class Transformer {
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
 
   const S* loss_buffer() const { return loss_.data(); }  // (1) in the engine's memory
+  // For data parallelism (runners/data_parallel.h): the mean loss and the backward's scale
+  // (1 / number of targets), (1) each in the engine's memory, and the batch's targets (n = B·T),
+  // so the shard's mean can be replaced by the global batch's between run_forward() and backward().
+  struct LossState {
+    S* mean;
+    S* scale;
+    const int32_t* targets;
+    int64_t n;
+  };
+  LossState loss_state() { return {loss_.data(), scale_.data(), targets_.data(), int64_t(B_) * T_}; }
   // After a forward pass, on the host: predicted tokens and per-position losses, (B, T) each.
   const int32_t* predictions();
   const S* row_losses();

@@ -1,6 +1,8 @@
 // `pathbench bench train`: median wall time of a training step (set the batch, forward, backward,
 // AdamW, and the next batch's data generation, which on the GPU overlaps the step) after warm-up
-// steps, on the chosen device. Ends with `ms_per_step=<x> tokens_per_s=<y>`.
+// steps, on the chosen device. Ends with `ms_per_step=<x> tokens_per_s=<y>`. With --gpus N every
+// rank runs its shard of the global --batch (data parallelism, runners/data_parallel.h) and rank 0
+// prints; tokens_per_s counts the global batch.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -10,6 +12,7 @@
 #include "kernels/device.h"
 #include "kernels/error.h"
 #include "runners/commands.h"
+#include "runners/data_parallel.h"
 #include "runners/train_step.h"
 #include "runners/trainer.h"
 
@@ -22,19 +25,19 @@ struct BenchOpts {
 };
 
 template <class E>
-void time_steps(const BenchOpts& o, const std::string& device) {
+void time_steps(const BenchOpts& o, const std::string& device, const Shard& shard) {
   const TrainConfig& cfg = o.cfg;
   const auto task = make_task(cfg.task);
   Transformer<E> model(model_config(cfg, *task), cfg.seed);
-  TrainStep<E> step_runner(model);
-  const int T = task->seq_len(), B = cfg.batch;
+  TrainStep<E> step_runner(model, shard.reducer);
+  const int T = task->seq_len(), B = cfg.batch / shard.world;
   std::vector<int32_t> input(size_t(B) * T), target(input.size());
   std::vector<uint8_t> scored(input.size());
   auto fill = [&](int step) {
 #pragma omp parallel for
     for (int i = 0; i < B; ++i) {
       const size_t off = size_t(i) * T;
-      task->generate(cfg.seed, 0, uint64_t(step) * B + i, {input.data() + off, target.data() + off, scored.data() + off});
+      task->generate(cfg.seed, 0, uint64_t(step) * cfg.batch + uint64_t(shard.rank) * B + i, {input.data() + off, target.data() + off, scored.data() + off});
     }
   };
   std::vector<double> ms;
@@ -48,13 +51,14 @@ void time_steps(const BenchOpts& o, const std::string& device) {
     if (step > o.warmup_steps)
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
+  if (!shard.lead()) return;
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
-  fmt::print("bench train device={} gpu=\"{}\" tf32={} task={} pe={} layers={} d_model={} heads={} batch={} "
-             "seq_len={} vocab={} threads={} params={} ms_per_step={:.3f} tokens_per_s={:.0f}\n",
-             device, device == "cuda" ? cuda_device_name(0) : "", device == "cuda" && cfg.tf32, cfg.task, cfg.pe,
-             cfg.layers, cfg.d_model, cfg.heads, B, T, task->vocab_size(), omp_get_max_threads(), model.params.size(), med,
-             B * T / (med / 1000.0));
+  fmt::print("bench train device={} gpu=\"{}\" gpus={} tf32={} task={} pe={} layers={} d_model={} heads={} "
+             "batch={} seq_len={} vocab={} threads={} params={} ms_per_step={:.3f} tokens_per_s={:.0f}\n",
+             device, device == "cuda" ? cuda_device_name(0) : "", shard.world, device == "cuda" && cfg.tf32, cfg.task,
+             cfg.pe, cfg.layers, cfg.d_model, cfg.heads, cfg.batch, T, task->vocab_size(), omp_get_max_threads(),
+             model.params.size(), med, cfg.batch * T / (med / 1000.0));
 }
 
 }  // namespace
@@ -69,7 +73,9 @@ void add_bench_train_command(CLI::App& bench) {
     resolve(o->cfg);
     if (o->measure_steps < 1 || o->warmup_steps < 0) fail("--measure-steps must be >= 1 and --warmup-steps >= 0");
     const std::string device = select_device(o->cfg);
-    with_engine(device, [&](auto engine) { time_steps<decltype(engine)>(*o, device); });
+    run_data_parallel(o->cfg, device, [&](const Shard& shard) {
+      with_engine(device, [&](auto engine) { time_steps<decltype(engine)>(*o, device, shard); });
+    });
   });
 }
 

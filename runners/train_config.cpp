@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "kernels/error.h"
 #include "models/position/position_encoding.h"
 #include "tasks/task.h"
@@ -31,7 +33,41 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_flag("--tf32", c.tf32, "GPU: matmuls on TF32 tensor cores (fp32 storage and accumulation)");
   cmd.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
+  cmd.add_option("--gpus", c.gpus, "data-parallel GPUs of this process (--batch is the global batch)")->capture_default_str();
+  cmd.add_option("--nccl-id-file", c.nccl_id_file, "multi-process runs: shared file for the NCCL id (docs/multi-gpu.md)");
+  cmd.add_option("--procs", c.procs, "with --nccl-id-file: processes (default $SLURM_NTASKS / $OMPI_COMM_WORLD_SIZE)");
+  cmd.add_option("--proc-id", c.proc_id, "with --nccl-id-file: this process (default $SLURM_PROCID / $OMPI_COMM_WORLD_RANK)");
 }
+
+namespace {
+
+// The first of the environment variables that is set, as an int; `fallback` if none is.
+int env_int(std::initializer_list<const char*> names, int fallback) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return std::atoi(v);
+  return fallback;
+}
+
+void resolve_data_parallel(TrainConfig& c) {
+  if (c.gpus < 1) fail("--gpus must be >= 1, got {}", c.gpus);
+  if (c.nccl_id_file.empty()) {
+    if (c.procs > 1 || c.proc_id > 0) fail("--procs / --proc-id need --nccl-id-file");
+    c.procs = 1, c.proc_id = 0;
+  } else {
+    if (c.procs == 0) c.procs = env_int({"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE"}, 0);
+    if (c.proc_id == -1) c.proc_id = env_int({"SLURM_PROCID", "OMPI_COMM_WORLD_RANK"}, -1);
+    if (c.procs < 1 || c.proc_id < 0 || c.proc_id >= c.procs)
+      fail("--nccl-id-file: need 0 <= --proc-id < --procs (or Slurm / Open MPI variables), got {} of {}", c.proc_id, c.procs);
+  }
+  const int world = world_size(c);
+  if (c.batch % world) fail("--batch ({}) must be a multiple of the number of GPUs ({})", c.batch, world);
+#if !PATHBENCH_HAVE_NCCL
+  if (world > 1) fail("--gpus {}: this build has no NCCL (multi-GPU needs the CUDA build with the toolkit's NCCL)", c.gpus);
+#endif
+  if (world > 1 && c.device == "cpu") fail("--gpus {} trains on GPUs; it cannot be combined with --device cpu", c.gpus);
+}
+
+}  // namespace
 
 void resolve(TrainConfig& c) {
   c.task = make_task(c.task)->spec().canonical();
@@ -51,6 +87,7 @@ void resolve(TrainConfig& c) {
   if (c.threads < 0) fail("--threads must be >= 0, got {}", c.threads);
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
+  resolve_data_parallel(c);
 }
 
 nlohmann::json semantic_json(const TrainConfig& c) {
@@ -69,6 +106,9 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["device"] = c.device;
   j["tf32"] = c.tf32;
   j["threads"] = c.threads;
+  j["gpus"] = c.gpus;
+  j["procs"] = c.procs;
+  j["nccl_id_file"] = c.nccl_id_file;
   j["out"] = c.out;
   return j;
 }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -31,14 +32,21 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cpu | cuda
   bool tf32 = false;            // GPU matmuls on TF32 tensor cores (fp32 storage and accumulation)
   int threads = 0;              // CPU threads (0: all cores)
+  // Data parallelism (runners/data_parallel.h, docs/multi-gpu.md): cfg.batch is the global batch.
+  int gpus = 1;                 // GPUs of this process, one thread each
+  std::string nccl_id_file;     // multi-process runs: where process 0 leaves the NCCL id for the others
+  int procs = 0;                // with nccl_id_file: processes (0: $SLURM_NTASKS or $OMPI_COMM_WORLD_SIZE)
+  int proc_id = -1;             // with nccl_id_file: this one (−1: $SLURM_PROCID or $OMPI_COMM_WORLD_RANK)
   std::string out;              // run directory
 };
 
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);
 
-// Checks ranges and canonicalises the task and encoding specs (pb::Error on bad values).
+// Checks ranges and canonicalises the task and encoding specs (pb::Error on bad values); with
+// --nccl-id-file, takes procs / proc_id from Slurm or Open MPI when not given.
 void resolve(TrainConfig& cfg);
+inline int world_size(const TrainConfig& c) { return c.gpus * std::max(c.procs, 1); }  // GPUs in all
 
 nlohmann::json to_json(const TrainConfig& cfg);            // every field
 nlohmann::json semantic_json(const TrainConfig& cfg);      // the fields that define the result

@@ -1,5 +1,8 @@
 // One optimizer step on an engine: zero the gradients, forward, backward, Σ g², then AdamW with
-// gradient-norm clipping. On the GPU the first four are captured once in a CUDA graph and replayed
+// gradient-norm clipping. With a Reducer (data parallelism, runners/data_parallel.h) the shard's
+// loss scale becomes the global batch's after the forward and the gradients are summed over the
+// ranks after the backward, before Σ g², so the clip norm is the global one and every rank takes
+// the same AdamW step. On the GPU the first four are captured once in a CUDA graph and replayed
 // (captured anew after device memory was reallocated, e.g. by a larger evaluation batch); the
 // AdamW launch, whose learning rate and step change, stays outside the graph. launch() returns
 // at once on the GPU, so the host can prepare the next batch while the step runs.
@@ -15,12 +18,22 @@
 
 namespace pb {
 
+// Sums over data-parallel ranks, enqueued inside the step (and so captured in its graph).
+struct Reducer {
+  virtual ~Reducer() = default;
+  // The shard's mean loss and backward scale → the global batch's (Transformer::LossState).
+  virtual void loss(float* mean, float* scale, const int32_t* targets, int64_t n) = 0;
+  virtual void grads(float* g, int64_t n) = 0;  // g ← Σ over ranks of g
+};
+
 template <class E>
 class TrainStep {
  public:
   using S = typename E::Scalar;
 
-  explicit TrainStep(Transformer<E>& model) : model_(model) { norm_sq_.resize(1); }
+  explicit TrainStep(Transformer<E>& model, Reducer* reducer = nullptr) : model_(model), reducer_(reducer) {
+    norm_sq_.resize(1);
+  }
 
   // Enqueues the step for the batch of the last model.set_batch().
   void launch(const AdamWArgs& args) {
@@ -44,7 +57,12 @@ class TrainStep {
     auto& P = model_.params;
     E::zero(P.grads.data(), P.grads.size());
     model_.run_forward();
+    if (reducer_) {
+      const auto l = model_.loss_state();
+      reducer_->loss(l.mean, l.scale, l.targets, l.n);
+    }
     model_.backward();
+    if (reducer_) reducer_->grads(P.grads.data(), P.size());
     E::sum_squares(norm_sq_.data(), P.grads.data(), P.size());  // ‖g‖², non-finite if any g is
   }
 
@@ -73,6 +91,7 @@ class TrainStep {
 #endif
 
   Transformer<E>& model_;
+  Reducer* reducer_;
   typename E::template Buffer<S> norm_sq_;  // (1)
 };
 

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <tuple>
 
 #include "kernels/device.h"
@@ -15,6 +17,7 @@
 #include "kernels/io.h"
 #include "kernels/safetensors.h"
 #include "git_commit.h"
+#include "runners/data_parallel.h"
 #include "runners/progress.h"
 #include "runners/train_step.h"
 #include "tasks/dataset_file.h"
@@ -74,74 +77,87 @@ std::string now_iso() {
   return buf;
 }
 
-nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {
+nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  // of the lead process
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
           {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(0) : ""},
           {"tf32", device == "cuda" && cfg.tf32},
           {"threads", omp_get_max_threads()}, {"hostname", host},
+          {"gpus", cfg.gpus},  {"world_size", world_size(cfg)},
           {"start_time", now_iso()}};
 }
 
-// The training loop of run_training on engine E: fills `result` (status, error, steps, loss).
+// The training loop of run_training on engine E for one data-parallel rank: fills `result`
+// (status, error, steps, loss). The rank trains on examples (s−1)·batch + rank·B + [0, B) of step
+// s, B = batch / world, so the ranks' shards make up the one-GPU batch; only rank 0 (the lead)
+// prints, evaluates and writes files (all replicas hold the same parameters).
 template <class E>
 void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
-           nlohmann::json& result, double& loss, int& step, const std::function<double()>& elapsed) {
+           const Shard& shard, nlohmann::json& result, double& loss, int& step,
+           const std::function<double()>& elapsed) {
   Transformer<E> model(model_config(cfg, task), cfg.seed);
-  TrainStep<E> train_step(model);
-  const int T = task.seq_len(), train_split = 0;
+  TrainStep<E> train_step(model, shard.reducer);
+  const int T = task.seq_len(), train_split = 0, B = cfg.batch / shard.world;
   const int64_t tokens_per_step = int64_t(cfg.batch) * T;
-  Progress progress(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe));
+  std::optional<Progress> progress;
+  if (shard.lead()) progress.emplace(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe));
   Batch batch;
 
   auto run_evals = [&](int at_step) {
     nlohmann::json evals = nlohmann::json::object();
     for (int s = 1; s < int(task.splits().size()); ++s) {
-      const EvalResult r = evaluate(model, task, s, cfg.eval_n, cfg.batch);
+      const EvalResult r = evaluate(model, task, s, cfg.eval_n, B);  // the training batch: no reallocation
       auto row = r.to_json();
       row["step"] = at_step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = T;
       append_line(dir + "eval.jsonl", row.dump());
       evals[r.split] = r.to_json();
-      progress.note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
+      progress->note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
     }
     return evals;
   };
-  auto fill = [&](int s) {  // the batch of step s
-    fill_batch(batch, task, cfg.seed, train_split, uint64_t(s - 1) * cfg.batch, cfg.batch, data);
+  auto fill = [&](int s) {  // this rank's shard of the batch of step s
+    fill_batch(batch, task, cfg.seed, train_split, uint64_t(s - 1) * cfg.batch + uint64_t(shard.rank) * B, B, data);
   };
 
+  bool training = true;
   try {
     fill(1);
     for (step = 1; step <= cfg.steps; ++step) {
-      model.set_batch(batch.input.data(), batch.target.data(), cfg.batch, T);
+      model.set_batch(batch.input.data(), batch.target.data(), B, T);
       const double lr = learning_rate(cfg, step);
       train_step.launch(AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
       std::tie(loss, grad_norm) = train_step.wait();
-      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // the same global values on every rank
         result["status"] = "diverged";
         result["error"] = fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}", loss, grad_norm, step);
         break;
       }
+      if (!shard.lead()) continue;
       const double tps = tokens_per_step * step / elapsed();
-      if (progress.update(step, loss, tps) || step == cfg.steps)
+      if (progress->update(step, loss, tps) || step == cfg.steps)
         append_line(dir + "metrics.jsonl",
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) run_evals(step);
     }
-    if (result["status"] == "ok") {
+    training = false;
+    if (result["status"] == "ok" && shard.lead()) {
       step = cfg.steps;
       result["eval"] = run_evals(cfg.steps);
       save_checkpoint(model, dir + "model.safetensors");
     }
   } catch (const std::exception& e) {
+    if (training && shard.world > 1) {  // the other ranks wait for this one in NCCL: end them all
+      fmt::print(stderr, "pathbench: rank {} failed at step {}: {}\n", shard.rank, step, e.what());
+      std::_Exit(1);
+    }
     result["status"] = "failed";
     result["error"] = e.what();
   }
-  progress.finish();
+  if (progress) progress->finish();
 }
 
 }  // namespace
@@ -152,6 +168,8 @@ std::string select_device(const TrainConfig& cfg) {
     fail("--device cuda: this build has no CUDA engine (build with nvcc present, -DPATHBENCH_CUDA=ON)");
   if (cfg.device == "cuda" && !gpu) fail("--device cuda: no CUDA device is visible on this machine");
   const std::string device = cfg.device == "cpu" || !gpu ? "cpu" : "cuda";
+  if (cfg.gpus > 1 && cfg.gpus > cuda_device_count())
+    fail("--gpus {}: {} CUDA device(s) visible on this machine", cfg.gpus, cuda_device_count());
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #if PATHBENCH_HAVE_CUDA
   if (device == "cuda") cuda::set_tf32(cfg.tf32);
@@ -240,20 +258,31 @@ int run_training(const TrainConfig& cfg) {
       fail("--data '{}' holds split '{}' of task '{}'; --task is '{}' (its train split is needed)", cfg.data,
            data->split(), data->spec(), task->spec().canonical());
   }
-  fs::create_directories(cfg.out);
   const std::string dir = cfg.out + "/";
-  for (const char* f : {"metrics.jsonl", "eval.jsonl", "result.json", "model.safetensors"}) fs::remove(dir + f);
-  auto config = to_json(cfg);
-  config["run_id"] = run_id(cfg);
-  write_file_atomic(dir + "config.json", config.dump(2) + "\n");
-  write_file_atomic(dir + "meta.json", meta_json(cfg, device).dump(2) + "\n");
+  const bool lead = cfg.proc_id <= 0;  // the process of rank 0 alone writes the run directory
+  if (lead) {
+    fs::create_directories(cfg.out);
+    for (const char* f : {"metrics.jsonl", "eval.jsonl", "result.json", "model.safetensors"}) fs::remove(dir + f);
+    auto config = to_json(cfg);
+    config["run_id"] = run_id(cfg);
+    write_file_atomic(dir + "config.json", config.dump(2) + "\n");
+    write_file_atomic(dir + "meta.json", meta_json(cfg, device).dump(2) + "\n");
+  }
 
   nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
   double loss = 0;
   int step = 0;
-  with_engine(device, [&](auto engine) {
-    train<decltype(engine)>(cfg, *task, data.get(), dir, result, loss, step, elapsed);
+  const nlohmann::json start = result;  // each rank fills its own copy; the process keeps its first rank's
+  run_data_parallel(cfg, device, [&](const Shard& shard) {
+    nlohmann::json r = start;
+    double l = 0;
+    int s = 0;
+    with_engine(device, [&](auto engine) {
+      train<decltype(engine)>(cfg, *task, data.get(), dir, shard, r, l, s, elapsed);
+    });
+    if (shard.rank == std::max(cfg.proc_id, 0) * cfg.gpus) result = r, loss = l, step = s;
   });
+  if (!lead) return result["status"] == "ok" ? 0 : 1;
   result["steps"] = std::min(step, cfg.steps);
   result["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   result["wall_s"] = elapsed();

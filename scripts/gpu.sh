@@ -2,10 +2,12 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|all] [extra ctest args...]
+#   scripts/gpu.sh [test|bench|multi|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" scripts/gpu.sh bench
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
-# bench writes results/bench/train.csv (one row per framework × config × encoding × precision).
+# bench writes results/bench/train.csv (one row per framework × config × encoding × precision);
+# multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
+# on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -75,6 +77,37 @@ if [[ $mode == bench || $mode == all ]]; then
   python3 scripts/bench_table.py "$csv" >results/bench/train.md
   summary+=("bench: $csv, results/bench/train.md")
   cat results/bench/train.md
+fi
+
+if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then
+  echo "== multi-GPU" >&2
+  export NCCL_NVLS_ENABLE=0  # never NVLink multicast (docs/multi-gpu.md)
+  n_gpus=$(nvidia-smi -L | wc -l)
+  commit=${PB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  date=${PB_DATE:-$(date -u +%Y-%m-%dT%H:%MZ)}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  csv=results/bench/multi_gpu.csv
+  echo "what,gpus,batch,value,unit,gpu,commit,date" >"$csv.new"
+  mqrar="--task mqrar:n_keys=32,n_values=8160,len=768 --layers 2 --d-model 256 --heads 2 --pe ${DP_PE:-rope} --tf32"
+  for batch in 64 256; do
+    for ((g = 1; g <= n_gpus; g *= 2)); do
+      line=$("$BUILD/pathbench" bench train --device cuda $mqrar --batch "$batch" --gpus "$g" \
+               --warmup-steps 5 --measure-steps "${BENCH_STEPS:-30}" 2>>"$LOG_DIR/multi.log") || continue
+      echo "$line" >>"$LOG_DIR/multi.log"
+      echo "dp_step_mqrar,$g,$batch,$(sed -n 's/.* ms_per_step=\([^ ]*\).*/\1/p' <<<"$line"),ms,$gpu,$commit,$date" >>"$csv.new"
+    done
+  done
+  for gpus in 0 all; do
+    rm -rf /tmp/pb_sweep_tp
+    t0=$(date +%s.%N)
+    "$BUILD/pathbench" sweep sweeps/quick.toml --gpus "$gpus" --jobs-per-gpu 4 --out /tmp/pb_sweep_tp >>"$LOG_DIR/multi.log" 2>&1
+    t1=$(date +%s.%N)
+    g=$([[ $gpus == all ]] && echo "$n_gpus" || echo 1)
+    echo "sweep_quick_runs_per_min,$g,16,$(python3 -c "print(round(8 * 60 / ($t1 - $t0), 1))"),runs/min,$gpu,$commit,$date" >>"$csv.new"
+  done
+  mv "$csv.new" "$csv"
+  column -s, -t "$csv" >&2
+  summary+=("multi-GPU: $csv")
 fi
 
 printf '%s\n' "${summary[@]}"

@@ -6,9 +6,11 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "check.h"
 #include "cli.h"
+#include "kernels/device.h"
 #include "kernels/io.h"
 #include "kernels/ops.h"
 #include "kernels/safetensors.h"
@@ -76,11 +78,19 @@ TEST_CASE("train: run directory contents, determinism and eval of the checkpoint
 TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]") {
   const TempDir tmp("bad");
   const std::string dir = tmp.file("run");
-  for (const std::string& args :
-       {"train --task flipflop --pe ropex --out " + dir, "train --task flipflop --pe rope:bse=1 --out " + dir,
-        "train --task flipflop --heads 3 --d-model 64 --out " + dir, "train --task flipflop --lr -1 --out " + dir,
-        "train --task flipflop --steps abc --out " + dir, "train --task nope --out " + dir,
-        "eval --run " + dir + "/missing", "attention --pe path --in " + dir + "/none.safetensors --out x"}) {
+  std::vector<std::string> bad = {
+      "train --task flipflop --pe ropex --out " + dir, "train --task flipflop --pe rope:bse=1 --out " + dir,
+      "train --task flipflop --heads 3 --d-model 64 --out " + dir, "train --task flipflop --lr -1 --out " + dir,
+      "train --task flipflop --steps abc --out " + dir, "train --task nope --out " + dir,
+      "eval --run " + dir + "/missing", "attention --pe path --in " + dir + "/none.safetensors --out x",
+      // Data parallelism: the global batch must split evenly; GPUs only; the id file for many processes.
+      "train --task flipflop --gpus 3 --batch 16 --out " + dir, "train --task flipflop --gpus 0 --out " + dir,
+      "train --task flipflop --gpus 2 --device cpu --out " + dir, "train --task flipflop --procs 2 --out " + dir,
+      "train --task flipflop --nccl-id-file " + dir + ".id --procs 2 --proc-id 2 --out " + dir,
+      "bench train --task flipflop --gpus 3 --batch 16"};
+  // Without CUDA, NCCL or two visible GPUs, --gpus 2 is refused before anything is written.
+  if (cuda_device_count() < 2) bad.push_back("train --task flipflop --gpus 2 --out " + dir);
+  for (const std::string& args : bad) {
     const RunResult c = run_pathbench(args);
     INFO(args << " -> " << c.err);
     CHECK(c.code == 2);
