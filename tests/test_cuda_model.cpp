@@ -1,15 +1,20 @@
 // The whole model on the CUDA engine against the CPU engine, for every registered encoding: the
 // loss and every parameter gradient of one step, then the loss over 20 AdamW steps run through
-// TrainStep (on the GPU: eager once, then captured in a CUDA graph and replayed).
+// TrainStep (on the GPU: eager once, then captured in a CUDA graph and replayed); and the CLI's
+// --device cuda for `attention` and `eval` against --device cpu.
 //
 // Tolerances: step-1 loss relative error ≤ 1e-5 and gradients relative RMS ≤ 1e-4 (the fp32
 // policy of tests/README.md); over 20 steps each loss within 1e-3 relative, because AdamW divides
 // by √v and so turns fp32 rounding differences of small gradients into O(lr) parameter changes.
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 
 #include "kernels/rng.h"
+#include "kernels/safetensors.h"
 #include "runners/train_step.h"
 #include "tests/check.h"
+#include "tests/cli.h"
 
 using namespace pb;
 
@@ -84,4 +89,58 @@ TEST_CASE("every encoding: 20 training steps on CUDA (graph replay) follow the C
       CHECK(std::abs(norm_gpu - norm_cpu) <= 1e-2 * norm_cpu);
     }
   }
+}
+
+TEST_CASE("cli: attention --device cuda matches --device cpu --dtype f64 for every encoding", "[cuda][cli]") {
+  const test::TempDir tmp("cuda_attention_cli");
+  const int64_t B = 2, T = 37, H = 2, D = 32;
+  const size_t n4 = size_t(B * T * H * D), n3 = size_t(B * T * H);
+  auto w = test::randn(n4, 5);
+  for (size_t r = 0; r < n3; ++r) {  // unit rows
+    double ss = 0;
+    for (int d = 0; d < D; ++d) ss += w[r * D + d] * w[r * D + d];
+    for (int d = 0; d < D; ++d) w[r * D + d] /= std::sqrt(ss);
+  }
+  auto log_f = test::randn(n3, 7);
+  for (double& x : log_f) x = -std::log1p(std::exp(-x));  // log σ
+  const std::vector<int64_t> s4 = {B, T, H, D}, s3 = {B, T, H};
+  const TensorMap in = {{"q", {"F32", s4, test::randn(n4, 1)}},  {"k", {"F32", s4, test::randn(n4, 2)}},
+                        {"v", {"F32", s4, test::randn(n4, 3)}},  {"do", {"F32", s4, test::randn(n4, 4)}},
+                        {"w", {"F32", s4, w}},                   {"beta", {"F32", s3, test::randu(n3, 6, 0, 2)}},
+                        {"log_f", {"F32", s3, log_f}}};
+  const std::string in_path = tmp.file("in.safetensors");
+  write_safetensors(in_path, in, {});
+  for (const auto& entry : encodings()) {
+    const std::string& pe = entry.schema.name;
+    INFO(pe);
+    const std::string cpu = tmp.file(pe + "_cpu.safetensors"), gpu = tmp.file(pe + "_gpu.safetensors");
+    const std::string common = "attention --pe " + pe + " --in " + in_path + " --out ";
+    const auto rc = test::run_pathbench(common + cpu + " --device cpu --dtype f64");
+    const auto rg = test::run_pathbench(common + gpu + " --device cuda");
+    INFO(rc.err << rg.err);
+    REQUIRE(rc.code == 0);
+    REQUIRE(rg.code == 0);
+    const TensorMap want = read_safetensors(cpu), got = read_safetensors(gpu);
+    REQUIRE(got.size() == want.size());
+    for (const auto& [name, t] : want) {
+      INFO(name);
+      CHECK(test::rel_rms(got.at(name).data, t.data) <= (name == "o" ? 1e-5 : 1e-4));
+    }
+  }
+}
+
+TEST_CASE("cli: eval --device cuda of a CPU-trained run gives the CPU's numbers", "[cuda][cli]") {
+  const test::TempDir tmp("cuda_eval_cli");
+  const std::string run = tmp.file("run");
+  REQUIRE(test::run_pathbench("train --task flipflop:len=32 --pe path --d-model 32 --steps 30 --batch 8 "
+                              "--eval-n 64 --device cpu --out " + run).code == 0);
+  auto eval = [&](const std::string& device) {
+    const auto r = test::run_pathbench("eval --run " + run + " --split val --device " + device);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto cpu = eval("cpu"), gpu = eval("cuda");
+  CHECK(gpu["acc"] == cpu["acc"]);
+  CHECK(std::abs(gpu["loss"].get<double>() - cpu["loss"].get<double>()) <= 1e-5 * cpu["loss"].get<double>());
 }
