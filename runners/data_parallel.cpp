@@ -71,6 +71,9 @@ void run_data_parallel(const TrainConfig& cfg, const std::string& device, const 
   if (world == 1) return f(Shard{});
 #if PATHBENCH_HAVE_NCCL
   if (device != "cuda") fail("--gpus {} trains on CUDA devices, not on '{}'", cfg.gpus, device);
+  // Never NVLink multicast (NVLS), whatever the environment says; set before the first NCCL call
+  // and before the rank threads exist (setenv must not race with NCCL reading the environment).
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
   const int visible = cuda_device_count();  // ≥ cfg.gpus, checked by select_device()
   const int proc = std::max(cfg.proc_id, 0);  // −1: not resolved, one process
   // Device of local GPU l: (local process · gpus + l) mod visible, so one process per GPU under

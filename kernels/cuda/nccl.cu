@@ -1,7 +1,6 @@
 // The NCCL wrapper of nccl.h, and the two small kernels of reduce_loss.
 #include <nccl.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -59,7 +58,6 @@ NcclId nccl_unique_id() {
 }
 
 Comm::Comm(const NcclId& id, int world, int rank) {
-  setenv("NCCL_NVLS_ENABLE", "0", 1);  // never NVLink multicast (NVLS), whatever the environment says
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), sizeof nid);
   ncclComm_t comm = nullptr;

@@ -15,7 +15,7 @@ NcclId nccl_unique_id();
 class Comm {
  public:
   // Joins rank `rank` of `world` on the current device; blocks until every rank has joined.
-  // Sets NCCL_NVLS_ENABLE=0 first (NVLink multicast stays off; docs/multi-gpu.md).
+  // The caller sets NCCL_NVLS_ENABLE=0 first, once per process (runners/data_parallel.cpp).
   Comm(const NcclId& id, int world, int rank);
   ~Comm();
   Comm(const Comm&) = delete;
