@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/attention_common.h"
 #include "kernels/ops.h"
 
 namespace pb {
@@ -72,12 +73,8 @@ struct HeadInputs {
 template <class S>
 HeadInputs<S> head_inputs(const HeadSlice& at, const S* q, const S* k, const S* v, const S* w,
                           const S* beta, const S* log_f) {
-  Vec<S> g = Vec<S>::Zero(at.shape.T);  // (T)
-  if (log_f) {
-    const ConstSeq<S> f = at.seq(log_f);
-    double sum = 0;
-    for (int t = 0; t < at.shape.T; ++t) g(t) = S(sum += f(t));  // G_t = G_{t−1} + log_f_t, in double
-  }
+  Vec<S> g(at.shape.T);  // (T)
+  attn::gate_prefix(g, log_f, at.shape, at.b, at.h);
   return {at.rows(q), at.rows(k), at.rows(v), at.rows(w), at.seq(beta), std::move(g)};
 }
 
@@ -338,16 +335,11 @@ template <class S>
 void path_attention_forward(S* o, S* lse, const S* q, const S* k, const S* v, const S* w,
                             const S* beta, const S* log_f, const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
-#pragma omp parallel
-  {
-    Scratch<S> sc;
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < sh.B * sh.H; ++bh) {
-      const HeadSlice at{sh, bh / sh.H, bh % sh.H};
-      forward_head(at.rows(o), at.seq(lse), head_inputs(at, q, k, v, w, beta, log_f),
-                   blocking(args), S(args.scale), sc);
-    }
-  }
+  attn::for_each_head(sh, [] { return Scratch<S>{}; }, [&](int b, int h, Scratch<S>& sc) {
+    const HeadSlice at{sh, b, h};
+    forward_head(at.rows(o), at.seq(lse), head_inputs(at, q, k, v, w, beta, log_f), blocking(args),
+                 S(args.scale), sc);
+  });
 }
 
 template <class S>
@@ -356,22 +348,13 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw, S* dbeta, S* dlog_f, co
                              const S* w, const S* beta, const S* log_f,
                              const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
-#pragma omp parallel
-  {
-    Scratch<S> sc;
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < sh.B * sh.H; ++bh) {
-      const HeadSlice at{sh, bh / sh.H, bh % sh.H};
-      HeadGrads<S> out{at.rows(dq), at.rows(dk), at.rows(dv), at.rows(dw), at.seq(dbeta),
-                       Vec<S>(sh.T)};
-      backward_head(out, at.rows(dout), at.rows(o), at.seq(lse),
-                    head_inputs(at, q, k, v, w, beta, log_f), blocking(args), S(args.scale), sc);
-      if (!dlog_f) continue;
-      Seq<S> df = at.seq(dlog_f);
-      double sum = 0;
-      for (int t = sh.T - 1; t >= 0; --t) df(t) = S(sum += out.dg(t));  // dlog_f_t = Σ_{i≥t} dG_i, in double
-    }
-  }
+  attn::for_each_head(sh, [] { return Scratch<S>{}; }, [&](int b, int h, Scratch<S>& sc) {
+    const HeadSlice at{sh, b, h};
+    HeadGrads<S> out{at.rows(dq), at.rows(dk), at.rows(dv), at.rows(dw), at.seq(dbeta), Vec<S>(sh.T)};
+    backward_head(out, at.rows(dout), at.rows(o), at.seq(lse), head_inputs(at, q, k, v, w, beta, log_f),
+                  blocking(args), S(args.scale), sc);
+    if (dlog_f) attn::gate_backward(dlog_f, out.dg, sh, b, h);  // dlog_f_t = Σ_{i≥t} dG_i
+  });
 }
 
 template void path_attention_forward<float>(float*, float*, const float*, const float*,

@@ -13,23 +13,6 @@ namespace {
 
 using namespace attn;
 
-// Index of the per-head scalar (b, t, h) in a (B, T, H) tensor.
-int64_t scalar_index(const AttnShape& s, int b, int t, int h) {
-  return (int64_t(b) * s.T + t) * s.H + h;
-}
-
-// G_t = Σ_{u≤t} log_f_u for one (b, h), accumulated in double; G = 0 without a gate.
-template <class S>
-void gate_prefix(RowVec<S>& G,      // (T)
-                 const S* log_f,    // (B, T, H) or null
-                 const AttnShape& s, int b, int h) {
-  double acc = 0;
-  for (int t = 0; t < s.T; ++t) {
-    if (log_f) acc += log_f[scalar_index(s, b, t, h)];
-    G(t) = S(acc);
-  }
-}
-
 // G_i − G_j for j ≤ i: a (1, i + 1) array expression.
 template <class S>
 auto gate_bias(const RowVec<S>& G, int i) {
@@ -61,17 +44,12 @@ void forward_head(HeadMap<S> o, S* lse, ConstHeadMap<S> q, ConstHeadMap<S> k, Co
   o.noalias() = P.template triangularView<Eigen::Lower>() * v;
 }
 
-// dG_t summed backwards: dlog_f_t = Σ_{i≥t} dG_i.
+// Scratch of one thread for the forward of one head.
 template <class S>
-void gate_backward(S* dlog_f,            // (B, T, H)
-                   const RowVec<S>& dG,  // (T)
-                   const AttnShape& s, int b, int h) {
-  double acc = 0;
-  for (int t = s.T - 1; t >= 0; --t) {
-    acc += dG(t);
-    dlog_f[scalar_index(s, b, t, h)] = S(acc);
-  }
-}
+struct ForwardScratch {
+  RowMat<S> P;  // (T, T)
+  RowVec<S> G;  // (T)
+};
 
 // Scratch of one thread for the backward of one head.
 template <class S>
@@ -118,18 +96,12 @@ template <class S>
 void softmax_attention_forward(S* o, S* lse, const S* q, const S* k, const S* v, const S* log_f,
                                const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
-#pragma omp parallel
-  {
-    RowMat<S> P(s.T, s.T);  // (T, T)
-    RowVec<S> G(s.T);       // (T)
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < s.B * s.H; ++bh) {
-      const int b = bh / s.H, h = bh % s.H;
-      gate_prefix(G, log_f, s, b, h);
-      forward_head(head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), G,
-                   args, b, h, P);
-    }
-  }
+  const auto make = [&] { return ForwardScratch<S>{RowMat<S>(s.T, s.T), RowVec<S>(s.T)}; };
+  for_each_head(s, make, [&](int b, int h, ForwardScratch<S>& w) {
+    gate_prefix(w.G, log_f, s, b, h);
+    forward_head(head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), w.G,
+                 args, b, h, w.P);
+  });
 }
 
 template <class S>
@@ -137,18 +109,14 @@ void softmax_attention_backward(S* dq, S* dk, S* dv, S* dlog_f, const S* dout, c
                                 const S* lse, const S* q, const S* k, const S* v, const S* log_f,
                                 const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
-#pragma omp parallel
-  {
-    BackwardScratch<S> w{RowMat<S>(s.T, s.T), RowMat<S>(s.T, s.T), RowVec<S>(s.T), RowVec<S>(s.T)};
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < s.B * s.H; ++bh) {
-      const int b = bh / s.H, h = bh % s.H;
-      gate_prefix(w.G, log_f, s, b, h);
-      backward_head(head(dq, s, b, h), head(dk, s, b, h), head(dv, s, b, h), dlog_f,
-                    head(dout, s, b, h), head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h),
-                    head(v, s, b, h), args, b, h, w);
-    }
-  }
+  const auto make = [&] {
+    return BackwardScratch<S>{RowMat<S>(s.T, s.T), RowMat<S>(s.T, s.T), RowVec<S>(s.T), RowVec<S>(s.T)};
+  };
+  for_each_head(s, make, [&](int b, int h, BackwardScratch<S>& w) {
+    gate_prefix(w.G, log_f, s, b, h);
+    backward_head(head(dq, s, b, h), head(dk, s, b, h), head(dv, s, b, h), dlog_f, head(dout, s, b, h),
+                  head(o, s, b, h), lse, head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), args, b, h, w);
+  });
 }
 
 template void softmax_attention_forward<float>(float*, float*, const float*, const float*,

@@ -104,31 +104,19 @@ template <class S>
 void stick_breaking_forward(S* o, const S* q, const S* k, const S* v,
                             const StickBreakingArgs& args) {
   const AttnShape& s = args.shape;
-#pragma omp parallel
-  {
-    Scratch<S> w = make_scratch<S>(s.T);
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < s.B * s.H; ++bh) {
-      const int b = bh / s.H, h = bh % s.H;
-      forward_head(head(o, s, b, h), head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), args, w);
-    }
-  }
+  for_each_head(s, [&] { return make_scratch<S>(s.T); }, [&](int b, int h, Scratch<S>& w) {
+    forward_head(head(o, s, b, h), head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), args, w);
+  });
 }
 
 template <class S>
 void stick_breaking_backward(S* dq, S* dk, S* dv, const S* dout, const S* q, const S* k,
                              const S* v, const StickBreakingArgs& args) {
   const AttnShape& s = args.shape;
-#pragma omp parallel
-  {
-    Scratch<S> w = make_scratch<S>(s.T);
-#pragma omp for schedule(dynamic)
-    for (int bh = 0; bh < s.B * s.H; ++bh) {
-      const int b = bh / s.H, h = bh % s.H;
-      backward_head(head(dq, s, b, h), head(dk, s, b, h), head(dv, s, b, h), head(dout, s, b, h),
-                    head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), args, w);
-    }
-  }
+  for_each_head(s, [&] { return make_scratch<S>(s.T); }, [&](int b, int h, Scratch<S>& w) {
+    backward_head(head(dq, s, b, h), head(dk, s, b, h), head(dv, s, b, h), head(dout, s, b, h),
+                  head(q, s, b, h), head(k, s, b, h), head(v, s, b, h), args, w);
+  });
 }
 
 template void stick_breaking_forward<float>(float*, const float*, const float*, const float*,
