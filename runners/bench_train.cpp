@@ -31,20 +31,15 @@ void time_steps(const BenchOpts& o, const std::string& device, const Shard& shar
   Transformer<E> model(model_config(cfg, *task), cfg.seed);
   TrainStep<E> step_runner(model, shard.reducer);
   const int T = task->seq_len(), B = cfg.batch / shard.world;
-  std::vector<int32_t> input(size_t(B) * T), target(input.size());
-  std::vector<uint8_t> scored(input.size());
-  auto fill = [&](int step) {
-#pragma omp parallel for
-    for (int i = 0; i < B; ++i) {
-      const size_t off = size_t(i) * T;
-      task->generate(cfg.seed, 0, uint64_t(step) * cfg.batch + uint64_t(shard.rank) * B + i, {input.data() + off, target.data() + off, scored.data() + off});
-    }
+  Batch batch;
+  auto fill = [&](int step) {  // this rank's shard of step's batch
+    fill_batch(batch, *task, cfg.seed, 0, uint64_t(step) * cfg.batch + uint64_t(shard.rank) * B, B);
   };
   std::vector<double> ms;
   fill(1);
   for (int step = 1; step <= o.warmup_steps + o.measure_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    model.set_batch(input.data(), target.data(), B, T);
+    model.set_batch(batch.input.data(), batch.target.data(), B, T);
     step_runner.launch(AdamWArgs{cfg.lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
     fill(step + 1);
     step_runner.wait();

@@ -40,30 +40,6 @@ ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
 
 namespace {
 
-struct Batch {
-  std::vector<int32_t> input, target;  // (B, T)
-  std::vector<uint8_t> scored;         // (B, T)
-};
-
-// Examples first_index .. first_index + B − 1 of `split`, generated in parallel, or read from a
-// `pathbench gen` file (cycling through it) when `data` is given.
-void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
-                const DatasetReader* data = nullptr) {
-  const int T = task.seq_len();
-  b.input.resize(size_t(B) * T);
-  b.target.resize(b.input.size());
-  b.scored.resize(b.input.size());
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < B; ++i) {
-    const size_t o = size_t(i) * T;
-    const ExampleView out{b.input.data() + o, b.target.data() + o, b.scored.data() + o};
-    if (data)
-      data->read((first_index + i) % data->n(), out);
-    else
-      task.generate(seed, split, first_index + i, out);
-  }
-}
-
 double learning_rate(const TrainConfig& c, int step) {  // step is 1-based
   if (step <= c.warmup) return c.lr * step / c.warmup;
   const double p = c.steps > c.warmup ? double(step - c.warmup) / (c.steps - c.warmup) : 1.0;
@@ -161,6 +137,23 @@ void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
 }
 
 }  // namespace
+
+void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
+                const DatasetReader* data) {
+  const int T = task.seq_len();
+  b.input.resize(size_t(B) * T);
+  b.target.resize(b.input.size());
+  b.scored.resize(b.input.size());
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < B; ++i) {
+    const size_t o = size_t(i) * T;
+    const ExampleView out{b.input.data() + o, b.target.data() + o, b.scored.data() + o};
+    if (data)
+      data->read((first_index + i) % data->n(), out);
+    else
+      task.generate(seed, split, first_index + i, out);
+  }
+}
 
 std::string select_device(const TrainConfig& cfg) {
   const bool gpu = cuda_built() && cuda_device_count() > 0;

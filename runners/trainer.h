@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <vector>
 
 #include "models/transformer.h"
 #include "runners/train_config.h"
@@ -13,12 +14,24 @@
 
 namespace pb {
 
+class DatasetReader;
+
 struct EvalResult {
   std::string split;
   double acc = 0, seq_acc = 0, loss = 0;  // over scored targets / sequences / targets
   int64_t n = 0, n_seqs = 0;
   nlohmann::json to_json() const;
 };
+
+struct Batch {
+  std::vector<int32_t> input, target;  // (B, T)
+  std::vector<uint8_t> scored;         // (B, T)
+};
+
+// Examples first_index .. first_index + B − 1 of `split`, generated in parallel, or read from a
+// `pathbench gen` file (cycling through it) when `data` is given.
+void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
+                const DatasetReader* data = nullptr);
 
 // Evaluates `n_examples` examples of `split` (seed kEvalSeed) in batches of `batch`.
 template <class E>

@@ -29,6 +29,16 @@ inline std::vector<double> randu(size_t n, uint64_t seed, double lo, double hi) 
   return x;
 }
 
+// x with every row of D entries scaled to unit norm (PaTH's w).
+inline std::vector<double> unit_rows(std::vector<double> x, int D) {
+  for (size_t r = 0; r < x.size(); r += D) {
+    double n2 = 0;
+    for (int d = 0; d < D; ++d) n2 += x[r + d] * x[r + d];
+    for (int d = 0; d < D; ++d) x[r + d] /= std::sqrt(n2);
+  }
+  return x;
+}
+
 template <class T>
 std::vector<T> cast(const std::vector<double>& x) {
   return std::vector<T>(x.begin(), x.end());

@@ -95,12 +95,7 @@ TEST_CASE("cli: attention --device cuda matches --device cpu --dtype f64 for eve
   const test::TempDir tmp("cuda_attention_cli");
   const int64_t B = 2, T = 37, H = 2, D = 32;
   const size_t n4 = size_t(B * T * H * D), n3 = size_t(B * T * H);
-  auto w = test::randn(n4, 5);
-  for (size_t r = 0; r < n3; ++r) {  // unit rows
-    double ss = 0;
-    for (int d = 0; d < D; ++d) ss += w[r * D + d] * w[r * D + d];
-    for (int d = 0; d < D; ++d) w[r * D + d] /= std::sqrt(ss);
-  }
+  const auto w = test::unit_rows(test::randn(n4, 5), D);
   auto log_f = test::randn(n3, 7);
   for (double& x : log_f) x = -std::log1p(std::exp(-x));  // log σ
   const std::vector<int64_t> s4 = {B, T, H, D}, s3 = {B, T, H};

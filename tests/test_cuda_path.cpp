@@ -34,15 +34,6 @@ struct Problem {
   Vec dout;         // (B, T, H, D)
 };
 
-Vec unit_rows(Vec x, int D) {
-  for (size_t r = 0; r < x.size(); r += D) {
-    double n2 = 0;
-    for (int d = 0; d < D; ++d) n2 += x[r + d] * x[r + d];
-    for (int d = 0; d < D; ++d) x[r + d] /= std::sqrt(n2);
-  }
-  return x;
-}
-
 Problem make_problem(AttnShape sh, bool gate, BetaRange range, uint64_t seed) {
   const size_t n = size_t(sh.B) * sh.T * sh.H * sh.D, m = size_t(sh.B) * sh.T * sh.H;
   const double lo = range == BetaRange::NearTwo ? 1.99 : 0.0;

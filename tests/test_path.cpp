@@ -34,15 +34,6 @@ struct Problem {
   Vec beta, log_f;    // (B, T, H); log_f empty without a gate
 };
 
-Vec unit_rows(Vec x, int D) {
-  for (size_t r = 0; r < x.size(); r += D) {
-    double n2 = 0;
-    for (int d = 0; d < D; ++d) n2 += x[r + d] * x[r + d];
-    for (int d = 0; d < D; ++d) x[r + d] /= std::sqrt(n2);
-  }
-  return x;
-}
-
 // β ~ U(0, 2), with every 5th value 1e-6 and every 7th 2 − 1e-6; log_f = log sigmoid(N(2, 1)).
 Problem make_problem(AttnShape sh, bool gate, uint64_t seed, int block = 16) {
   const size_t n = size_t(sh.B) * sh.T * sh.H * sh.D, m = size_t(sh.B) * sh.T * sh.H;
