@@ -51,16 +51,6 @@ __device__ __forceinline__ void load_vec(float* out, const float* p) {
   }
 }
 
-// Max / sum over the 16 threads of a tile row (a half-warp); every one gets the same bits.
-__device__ __forceinline__ float row_max(float x) {
-  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(kFull, x, o));
-  return x;
-}
-__device__ __forceinline__ float row_sum(float x) {
-  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(kFull, x, o);
-  return x;
-}
-
 // s (BT, LD) ← rows t0 .. t0+BT−1 of one head's (T, D) slice g (row stride `stride`); zero at
 // t ≥ T and d ≥ D.
 template <int DP>

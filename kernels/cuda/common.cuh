@@ -38,6 +38,16 @@ __device__ __forceinline__ float warp_max(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
 }
+// Sum / max over the 16 threads of a half-warp (a tile row in the attention kernels); every one
+// gets the same bits.
+__device__ __forceinline__ float half_warp_sum(float x) {
+  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+__device__ __forceinline__ float half_warp_max(float x) {
+  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
 // Sum over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets the result.
 // `scratch` is __shared__ float[32]; the call contains __syncthreads().
 __device__ __forceinline__ float block_sum(float x, float* scratch) {

@@ -89,16 +89,6 @@ __device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const flo
   }
 }
 
-// Reductions over the 16 threads sharing a tile row (one half of a warp).
-__device__ __forceinline__ float row16_sum(float x) {
-  for (int o = 8; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
-__device__ __forceinline__ float row16_max(float x) {
-  for (int o = 8; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-
 // dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
 // columns ≥ n_cols (src is not read there).
 template <int ROWS, int COLS>
@@ -347,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Input
         s[j] = c <= r ? d.scale * sl[r * S + c] + float(gq[r] - gq[c]) : -INFINITY;
         mx = fmaxf(mx, s[j]);
       }
-      mx = row16_max(mx);  // finite: the diagonal is always there
+      mx = half_warp_max(mx);  // finite: the diagonal is always there
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < TS; ++j) {
@@ -357,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Input
         sum += p;
       }
       m_row[i] = mx;
-      l_row[i] = row16_sum(sum);
+      l_row[i] = half_warp_sum(sum);
     }
   }
   __syncthreads();
@@ -388,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Input
         zx.v[i][j] = d.scale * zx.v[i][j] + float(gq[r] - gk[tx + 16 * j]);
         mx = fmaxf(mx, zx.v[i][j]);
       }
-      const float m_new = fmaxf(m_row[i], row16_max(mx));
+      const float m_new = fmaxf(m_row[i], half_warp_max(mx));
       const float alpha = expf(m_row[i] - m_new);
       float sum = 0.f;
 #pragma unroll
@@ -399,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_forward_kernel(Dims d, Input
       }
 #pragma unroll
       for (int j = TS; j < 2 * TS; ++j) x_s[r * LS + tx + 16 * j - S] = zx.v[i][j];
-      l_row[i] = l_row[i] * alpha + row16_sum(sum);
+      l_row[i] = l_row[i] * alpha + half_warp_sum(sum);
       m_row[i] = m_new;
 #pragma unroll
       for (int j = 0; j < TD; ++j) acc.v[i][j] *= alpha;
@@ -631,7 +621,7 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
       const int r = ty + 16 * i;
-      const float s = row16_sum(row_sum[i]);
+      const float s = half_warp_sum(row_sum[i]);
       if (tx == 0 && r >= rv && base + r / S > 0) atomicAdd(&sc.dg[head + a0 + r], s);  // dG_i += Σ_j dS_ij
     }
   }
@@ -727,7 +717,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
     }
 #pragma unroll
     for (int i = 0; i < Tile<S, S>::TM; ++i) {
-      const float s = row16_sum(rs[i]);
+      const float s = half_warp_sum(rs[i]);
       if (tx == 0) row_sum[ty + 16 * i] = s;
     }
 #pragma unroll
@@ -797,7 +787,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
       float s = 0.f;
 #pragma unroll
       for (int j = 0; j < TD; ++j) s += dwb.v[i][j] * w[r * LB + tx + 16 * j];
-      s = row16_sum(s);
+      s = half_warp_sum(s);
       if (tx == 0 && r < nv) dbeta[d.in_row(b, a0 + r, h)] = s;
     }
     Tile<S, DP> t;  // dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ diag(β) W + diag(β) dWb

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
         tile_max = fmaxf(tile_max, s[a][b]);
       }
       // m_new = max(m, max_j s_ij); l, acc rescaled by e^{m − m_new} (0 on the first tile)
-      const float m_new = fmaxf(m[a], row_max(tile_max));
+      const float m_new = fmaxf(m[a], half_warp_max(tile_max));
       const float alpha = expf(m[a] - m_new);
       l[a] *= alpha;
 #pragma unroll
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 #pragma unroll
   for (int a = 0; a < L::RM; ++a) {
     const int i = q0 + ty * L::RM + a;
-    const float sum = row_sum(l[a]);
+    const float sum = half_warp_sum(l[a]);
     if (i >= T) continue;
     // lse_i = m_i + log l_i,  o_i = acc_i / l_i
     if (tx == 0) lse[at.scalar + int64_t(i) * H] = m[a] + logf(sum);
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 #pragma unroll
   for (int a = 0; a < L::RM; ++a) {
     const int j = k0 + ty * L::RM + a;
-    const float cs = row_sum(col_sum[a]);
+    const float cs = half_warp_sum(col_sum[a]);
     if (j >= T) continue;
     if (col && tx == 0) col[at.scalar + int64_t(j) * H] = cs;
 #pragma unroll
@@ -335,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 #pragma unroll
   for (int a = 0; a < L::RM; ++a) {
     const int i = q0 + ty * L::RM + a;
-    const float rs = row_sum(row_part[a]);
+    const float rs = half_warp_sum(row_part[a]);
     if (i >= T) continue;
     if (row && tx == 0) row[at.scalar + int64_t(i) * H] = rs;
 #pragma unroll

@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
     }
     if constexpr (kDelta) {
       // δ_i = dout_i·o_i
-      dot = row_sum(dot);
+      dot = half_warp_sum(dot);
       if (tx == 0 && i < T) {
         out[at.scalar + int64_t(i) * H] = dot;
         rem[at.scalar + int64_t(i) * H] = r;
