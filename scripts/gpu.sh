@@ -2,10 +2,12 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|multi|all] [extra ctest args...]
+#   scripts/gpu.sh [test|bench|multi|profile|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" scripts/gpu.sh bench
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
 # bench writes results/bench/train.csv (one row per framework × config × encoding × precision);
+# profile (not part of all) writes results/bench/ncu/: ncu kernel times of one TF32 step of RoPE
+# and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
 # on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
 set -euo pipefail
@@ -77,6 +79,23 @@ if [[ $mode == bench || $mode == all ]]; then
   python3 scripts/bench_table.py "$csv" >results/bench/train.md
   summary+=("bench: $csv, results/bench/train.md")
   cat results/bench/train.md
+fi
+
+if [[ $mode == profile ]]; then
+  echo "== ncu profile of one training step" >&2
+  mkdir -p results/bench/ncu
+  declare -A pargs=([flipflop]="--task flipflop:len=512 --layers 1 --d-model 128 --heads 2 --batch 64"
+                    [mqrar]="--task mqrar:n_keys=32,n_values=8160,len=768 --layers 2 --d-model 256 --heads 2 --batch 64"
+                    [a5]="--task wordproblem:group=a5,len=64 --layers 4 --d-model 128 --heads 4 --batch 256")
+  for config in ${CONFIGS:-flipflop mqrar a5}; do
+    for pe in ${PE:-rope path}; do
+      ncu --clock-control none --metrics gpu__time_duration.sum --csv "$BUILD/pathbench" bench train \
+        --device cuda --tf32 ${pargs[$config]} --pe "$pe" --warmup-steps 0 --measure-steps 1 \
+        >"results/bench/ncu/ncu_${config}_${pe}.csv" 2>>"$LOG_DIR/ncu.log"
+    done
+  done
+  python3 scripts/ncu_summary.py results/bench/ncu/ncu_*.csv >results/bench/ncu/summary.md
+  summary+=("profile: results/bench/ncu/summary.md")
 fi
 
 if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then
