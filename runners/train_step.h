@@ -32,7 +32,7 @@ class TrainStep {
   using S = typename E::Scalar;
 
   explicit TrainStep(Transformer<E>& model, Reducer* reducer = nullptr) : model_(model), reducer_(reducer) {
-    norm_sq_.resize(1);
+    stats_.resize(2);
   }
 
   // Enqueues the step for the batch of the last model.set_batch().
@@ -41,15 +41,14 @@ class TrainStep {
     else body();
     auto& P = model_.params;
     E::adamw_update(P.params.data(), P.m.data(), P.v.data(), P.grads.data(), P.decay_mask.data(), P.size(),
-                    args, norm_sq_.data());
+                    args, stats_.data() + 1);
   }
 
-  // Waits for the step: its loss and gradient norm (before clipping), on the host.
+  // Waits for the step: its loss and gradient norm (before clipping), on the host, in one copy.
   std::pair<double, double> wait() {
-    S loss = 0, norm_sq = 0;
-    E::download(&loss, model_.loss_buffer(), 1);
-    E::download(&norm_sq, norm_sq_.data(), 1);
-    return {double(loss), std::sqrt(double(norm_sq))};
+    S stats[2] = {0, 0};
+    E::download(stats, stats_.data(), 2);
+    return {double(stats[0]), std::sqrt(double(stats[1]))};
   }
 
  private:
@@ -63,7 +62,8 @@ class TrainStep {
     }
     model_.backward();
     if (reducer_) reducer_->grads(P.grads.data(), P.size());
-    E::sum_squares(norm_sq_.data(), P.grads.data(), P.size());  // ‖g‖², non-finite if any g is
+    E::copy(stats_.data(), model_.loss_buffer(), 1);
+    E::sum_squares(stats_.data() + 1, P.grads.data(), P.size());  // ‖g‖², non-finite if any g is
   }
 
 #if PATHBENCH_HAVE_CUDA
@@ -92,7 +92,7 @@ class TrainStep {
 
   Transformer<E>& model_;
   Reducer* reducer_;
-  typename E::template Buffer<S> norm_sq_;  // (1)
+  typename E::template Buffer<S> stats_;  // (2): the step's loss, ‖g‖²
 };
 
 }  // namespace pb
