@@ -49,9 +49,9 @@ void time_steps(const BenchOpts& o, const std::string& device, const Shard& shar
   if (!shard.lead()) return;
   std::sort(ms.begin(), ms.end());
   const double med = ms[ms.size() / 2];
-  fmt::print("bench train device={} gpu=\"{}\" gpus={} tf32={} task={} pe={} layers={} d_model={} heads={} "
+  fmt::print("bench train device={} gpu=\"{}\" gpus={} precision={} task={} pe={} layers={} d_model={} heads={} "
              "batch={} seq_len={} vocab={} threads={} params={} ms_per_step={:.3f} tokens_per_s={:.0f}\n",
-             device, device == "cuda" ? cuda_device_name(0) : "", shard.world, device == "cuda" && cfg.tf32, cfg.task,
+             device, device == "cuda" ? cuda_device_name(0) : "", shard.world, cfg.precision, cfg.task,
              cfg.pe, cfg.layers, cfg.d_model, cfg.heads, cfg.batch, T, task->vocab_size(), omp_get_max_threads(),
              model.params.size(), med, cfg.batch * T / (med / 1000.0));
 }

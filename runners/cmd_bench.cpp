@@ -7,6 +7,7 @@ void add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   add_bench_gen_command(*bench);
   add_bench_train_command(*bench);
+  add_bench_attention_command(*bench);
 }
 
 }  // namespace pb

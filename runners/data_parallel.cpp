@@ -88,7 +88,7 @@ void run_data_parallel(const TrainConfig& cfg, const std::string& device, const 
       try {
         const int rank = proc * cfg.gpus + l;
         cuda::set_device((first_device + l) % visible);
-        cuda::set_tf32(cfg.tf32);
+        cuda::set_precision(cuda::parse_precision(cfg.precision));  // per thread, like the stream
         omp_set_num_threads(omp_threads);
         cuda::Comm comm(id, world, rank);  // returns when all ranks have joined
         if (rank == 0 && cfg.procs > 1) std::filesystem::remove(cfg.nccl_id_file);  // read by all: no stale id later

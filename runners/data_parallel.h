@@ -19,7 +19,7 @@ struct Shard {
   bool lead() const { return rank == 0; }
 };
 
-// Calls f(shard) for each GPU of this process, each on its own thread with its device, TF32 mode
+// Calls f(shard) for each GPU of this process, each on its own thread with its device, precision
 // and a share of the CPU threads set, and its NCCL communicator joined; or f(Shard{}) on the
 // calling thread when world_size(cfg) == 1. `device` is select_device()'s. Rethrows the first
 // rank's exception after all threads have ended.

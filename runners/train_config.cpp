@@ -31,7 +31,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--eval-n", c.eval_n, "examples per evaluation split")->capture_default_str();
   cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
-  cmd.add_flag("--tf32", c.tf32, "GPU: matmuls on TF32 tensor cores (fp32 storage and accumulation)");
+  cmd.add_option("--precision", c.precision,
+                 "GPU arithmetic: fp32 | tf32 (TF32 matmuls) | bf16 (bf16 matmul products and attention "
+                 "kernels, like PyTorch bf16 autocast; stick-breaking (sba) stays fp32); storage, weights "
+                 "and optimizer are fp32")->capture_default_str();
   cmd.add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd.add_option("--gpus", c.gpus, "data-parallel GPUs of this process (--batch is the global batch)")->capture_default_str();
   cmd.add_option("--nccl-id-file", c.nccl_id_file, "multi-process runs: shared file for the NCCL id (docs/multi-gpu.md)");
@@ -67,6 +70,17 @@ void resolve_data_parallel(TrainConfig& c) {
   if (world > 1 && c.device == "cpu") fail("--gpus {} trains on GPUs; it cannot be combined with --device cpu", c.gpus);
 }
 
+void resolve_precision(const TrainConfig& c) {
+  if (c.precision != "fp32" && c.precision != "tf32" && c.precision != "bf16")
+    fail("--precision must be fp32, tf32 or bf16, got '{}'", c.precision);
+  if (c.precision != "fp32" && c.device == "cpu")
+    fail("--precision {} needs the CUDA engine; the CPU engine computes in fp32 (drop --device cpu or use --precision fp32)",
+         c.precision);
+  const int head_dim = c.d_model / c.heads;
+  if (c.precision == "bf16" && resolve_encoding(c.pe).name() != "sba" && head_dim != 32 && head_dim != 64 && head_dim != 128)
+    fail("--precision bf16: the bf16 attention kernels need a head dim (d_model / heads) of 32, 64 or 128, got {}", head_dim);
+}
+
 }  // namespace
 
 void resolve(TrainConfig& c) {
@@ -87,24 +101,27 @@ void resolve(TrainConfig& c) {
   if (c.threads < 0) fail("--threads must be >= 0, got {}", c.threads);
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
+  resolve_precision(c);
   resolve_data_parallel(c);
 }
 
 nlohmann::json semantic_json(const TrainConfig& c) {
-  return {{"task", c.task},           {"pe", c.pe},
-          {"layers", c.layers},       {"d_model", c.d_model},
-          {"heads", c.heads},         {"mlp_ratio", c.mlp_ratio},
-          {"steps", c.steps},         {"batch", c.batch},
-          {"lr", c.lr},               {"warmup", c.warmup},
-          {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
-          {"seed", c.seed},           {"eval_every", c.eval_every},
-          {"eval_n", c.eval_n},       {"data", c.data}};
+  nlohmann::json j = {{"task", c.task},           {"pe", c.pe},
+                      {"layers", c.layers},       {"d_model", c.d_model},
+                      {"heads", c.heads},         {"mlp_ratio", c.mlp_ratio},
+                      {"steps", c.steps},         {"batch", c.batch},
+                      {"lr", c.lr},               {"warmup", c.warmup},
+                      {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
+                      {"seed", c.seed},           {"eval_every", c.eval_every},
+                      {"eval_n", c.eval_n},       {"data", c.data}};
+  if (c.precision != "fp32") j["precision"] = c.precision;  // fp32 runs keep their earlier ids
+  return j;
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
   auto j = semantic_json(c);
   j["device"] = c.device;
-  j["tf32"] = c.tf32;
+  j["precision"] = c.precision;
   j["threads"] = c.threads;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;

@@ -28,9 +28,13 @@ struct TrainConfig {
   int eval_every = 0;        // 0: evaluate at the end only
   int eval_n = 512;          // examples per eval split
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
+  // GPU arithmetic, fp32 | tf32 | bf16 (kernels/cuda/runtime.h, Precision): fp32 everywhere; TF32
+  // matmuls; bf16 matmul products and bf16 softmax / PaTH attention kernels, fp32 storage, master
+  // weights and optimizer (stick-breaking stays fp32). CUDA engine only. Part of the run id when
+  // not fp32 (so fp32 runs keep the ids they had before the option existed).
+  std::string precision = "fp32";
   // Not part of the run id:
   std::string device = "auto";  // auto | cpu | cuda
-  bool tf32 = false;            // GPU matmuls on TF32 tensor cores (fp32 storage and accumulation)
   int threads = 0;              // CPU threads (0: all cores)
   // Data parallelism (runners/data_parallel.h, docs/multi-gpu.md): cfg.batch is the global batch.
   int gpus = 1;                 // GPUs of this process, one thread each

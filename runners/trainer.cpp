@@ -58,7 +58,7 @@ nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  /
   gethostname(host, sizeof host - 1);
   return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
           {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(0) : ""},
-          {"tf32", device == "cuda" && cfg.tf32},
+          {"precision", cfg.precision},  // "fp32" on the CPU: select_device() refuses anything else
           {"threads", omp_get_max_threads()}, {"hostname", host},
           {"gpus", cfg.gpus},  {"world_size", world_size(cfg)},
           {"start_time", now_iso()}};
@@ -163,9 +163,12 @@ std::string select_device(const TrainConfig& cfg) {
   const std::string device = cfg.device == "cpu" || !gpu ? "cpu" : "cuda";
   if (cfg.gpus > 1 && cfg.gpus > cuda_device_count())
     fail("--gpus {}: {} CUDA device(s) visible on this machine", cfg.gpus, cuda_device_count());
+  if (device == "cpu" && cfg.precision != "fp32")
+    fail("--precision {} needs the CUDA engine, and no CUDA device is visible (the CPU engine computes in fp32)",
+         cfg.precision);
   if (cfg.threads > 0) omp_set_num_threads(cfg.threads);
 #if PATHBENCH_HAVE_CUDA
-  if (device == "cuda") cuda::set_tf32(cfg.tf32);
+  if (device == "cuda") cuda::set_precision(cuda::parse_precision(cfg.precision));  // this thread's
 #endif
   return device;
 }

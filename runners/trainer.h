@@ -44,8 +44,9 @@ template <class E>
 void load_checkpoint(Transformer<E>& model, const std::string& path);
 
 // "cpu" or "cuda" for --device auto|cpu|cuda (auto: the GPU when this build and machine have
-// one), after selecting the engine's settings (CPU threads; GPU TF32). pb::Error when cuda is
-// asked for and unavailable, or --gpus asks for more devices than are visible.
+// one), after selecting the engine's settings (CPU threads; the calling thread's GPU precision).
+// pb::Error when cuda is asked for and unavailable, --gpus asks for more devices than are
+// visible, or --precision is not fp32 on the CPU.
 std::string select_device(const TrainConfig& cfg);
 
 // Calls f(E{}) with the engine of a device name from select_device().

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Markdown table of results/bench/train.csv (written by scripts/gpu.sh bench).
 
-One row per (config, position encoding): pathbench's CUDA trainer in ms per step, fp32 and TF32,
-and its ratio to PyTorch eager RoPE at the same precision, measured in the same run. The issue's
+One row per (config, position encoding): pathbench's CUDA trainer in ms per step at each precision
+in the CSV (fp32, TF32, bf16: `--precision`; PyTorch's bf16 is its bf16 autocast), and its ratio
+to PyTorch eager RoPE at the same precision, measured in the same run. The issue's
 target is a ratio <= 1/3 (0.333). Usage: scripts/bench_table.py results/bench/train.csv
 """
 import csv
@@ -22,14 +23,16 @@ def main(path):
     pes = list(dict.fromkeys(r["pe"] for r in rows if r["framework"] == "pathbench"))
     first = rows[0]
     print(f"GPU: {first['gpu']}; commit {first['commit']}; {first['date']}; command: scripts/gpu.sh bench\n")
-    print("| config | pe | fp32 ms | / PyTorch fp32 RoPE | TF32 ms | / PyTorch TF32 RoPE |")
-    print("|---|---|---|---|---|---|")
+    precs = [p for p in ("fp32", "tf32", "bf16") if any(r["precision"] == p for r in rows)]
+    names = {"fp32": "fp32", "tf32": "TF32", "bf16": "bf16"}
+    print("| config | pe | " + " | ".join(f"{names[p]} ms | / PyTorch {names[p]} RoPE" for p in precs) + " |")
+    print("|---|---|" + "---|---|" * len(precs))
     for c in configs:
-        base = {p: torch.get((c, p)) for p in ("fp32", "tf32")}
-        print(f"| {c} | PyTorch eager rope | {fmt(base['fp32'])} | 1 | {fmt(base['tf32'])} | 1 |")
+        base = {p: torch.get((c, p)) for p in precs}
+        print(f"| {c} | PyTorch eager rope | " + " | ".join(f"{fmt(base[p])} | 1" for p in precs) + " |")
         for pe in pes:
             cells = []
-            for prec in ("fp32", "tf32"):
+            for prec in precs:
                 ms = ours.get((c, pe, prec))
                 cells += [fmt(ms), fmt(ms / base[prec]) if ms and base[prec] else "–"]
             print(f"| {c} | {pe} | " + " | ".join(cells) + " |")

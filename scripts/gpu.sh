@@ -2,10 +2,14 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|multi|profile|all] [extra ctest args...]
-#   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" scripts/gpu.sh bench
+#   scripts/gpu.sh [test|bench|attention|multi|profile|all] [extra ctest args...]
+#   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" PRECISIONS="fp32 bf16" scripts/gpu.sh bench
+#   PE="path path_fox" F32=1 ATTN_SHAPES=quick scripts/gpu.sh attention
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
 # bench writes results/bench/train.csv (one row per framework × config × encoding × precision);
+# attention writes results/bench/attention.csv and attention.md (scripts/bench_attention.py): the
+# attention kernels (`pathbench bench attention`, bf16; F32=1 adds f32 PaTH) against PyTorch SDPA
+# (flash) at the shapes of targets.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
 # profile (not part of all) writes results/bench/ncu/: ncu kernel times of one TF32 step of RoPE
 # and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
@@ -58,20 +62,18 @@ if [[ $mode == bench || $mode == all ]]; then
                     [a5]="--layers 4 --d-model 128 --heads 4 --batch 256")
   torch_version=$(python3 -c "import torch; print(torch.__version__)" 2>/dev/null || echo none)
   for config in ${CONFIGS:-flipflop mqrar a5}; do
-    for precision in fp32 tf32; do
+    for precision in ${PRECISIONS:-fp32 tf32 bf16}; do
       if [[ $torch_version != none ]]; then
         python3 scripts/bench_torch.py --config "$config" --precision "$precision" --steps "$steps" 2>>"$LOG_DIR/torch.log" |
           tail -n +2 | sed "s/\$/,$commit,$date/" >>"$csv.new" || echo "bench_torch failed: see $LOG_DIR/torch.log" >&2
       fi
-      tf32=""
-      [[ $precision == tf32 ]] && tf32="--tf32"
       for pe in ${PE:-nope rope alibi sba fox path path_fox}; do
-        line=$("$BUILD/pathbench" bench train --device cuda $tf32 --task "${task[$config]}" --pe "$pe" \
+        line=$("$BUILD/pathbench" bench train --device cuda --precision "$precision" --task "${task[$config]}" --pe "$pe" \
                  ${shape[$config]} --warmup-steps 5 --measure-steps "$steps" 2>>"$LOG_DIR/bench.log") ||
-          { echo "bench train $config $pe failed: see $LOG_DIR/bench.log" >&2; continue; }
+          { echo "bench train $config $pe $precision failed: see $LOG_DIR/bench.log" >&2; continue; }
         echo "$line" >>"$LOG_DIR/bench.log"
         get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
-        echo "pathbench,$config,$pe,$precision,0,$(get layers),$(get d_model),$(get heads),$(get seq_len),$(get batch),$(get vocab),$(get ms_per_step),$(get tokens_per_s),$gpu,,$commit,$date" >>"$csv.new"
+        echo "pathbench,$config,$pe,$(get precision),0,$(get layers),$(get d_model),$(get heads),$(get seq_len),$(get batch),$(get vocab),$(get ms_per_step),$(get tokens_per_s),$gpu,,$commit,$date" >>"$csv.new"
       done
     done
   done
@@ -79,6 +81,23 @@ if [[ $mode == bench || $mode == all ]]; then
   python3 scripts/bench_table.py "$csv" >results/bench/train.md
   summary+=("bench: $csv, results/bench/train.md")
   cat results/bench/train.md
+fi
+
+if [[ $mode == attention || $mode == all ]]; then
+  echo "== attention kernel benchmark" >&2
+  commit=${PB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  [[ -z ${PB_COMMIT:-} && -n $(git status --porcelain 2>/dev/null) ]] && commit="$commit-dirty"
+  date=${PB_DATE:-$(date -u +%Y-%m-%dT%H:%MZ)}
+  PB_COMMIT=$commit PB_DATE=$date python3 scripts/bench_attention.py --pathbench "$BUILD/pathbench" \
+    --out-csv results/bench/attention.csv --out-md results/bench/attention.md --shapes "${ATTN_SHAPES:-full}" \
+    2>"$LOG_DIR/attention.log" && rc=0 || rc=$?
+  grep -E "FAILED|error" "$LOG_DIR/attention.log" | head -20 >&2 || true
+  if (( rc == 0 )); then
+    cat results/bench/attention.md
+    summary+=("attention: results/bench/attention.csv, results/bench/attention.md ($(grep -c FAILED "$LOG_DIR/attention.log" || true) failed calls)")
+  else
+    summary+=("attention: exit $rc, see $LOG_DIR/attention.log")
+  fi
 fi
 
 if [[ $mode == profile ]]; then
@@ -90,7 +109,7 @@ if [[ $mode == profile ]]; then
   for config in ${CONFIGS:-flipflop mqrar a5}; do
     for pe in ${PE:-rope path}; do
       ncu --clock-control none --metrics gpu__time_duration.sum --csv "$BUILD/pathbench" bench train \
-        --device cuda --tf32 ${pargs[$config]} --pe "$pe" --warmup-steps 0 --measure-steps 1 \
+        --device cuda --precision tf32 ${pargs[$config]} --pe "$pe" --warmup-steps 0 --measure-steps 1 \
         >"results/bench/ncu/ncu_${config}_${pe}.csv" 2>>"$LOG_DIR/ncu.log"
     done
   done
@@ -107,7 +126,7 @@ if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); 
   gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
   csv=results/bench/multi_gpu.csv
   echo "what,gpus,batch,value,unit,gpu,commit,date" >"$csv.new"
-  mqrar="--task mqrar:n_keys=32,n_values=8160,len=768 --layers 2 --d-model 256 --heads 2 --pe ${DP_PE:-rope} --tf32"
+  mqrar="--task mqrar:n_keys=32,n_values=8160,len=768 --layers 2 --d-model 256 --heads 2 --pe ${DP_PE:-rope} --precision tf32"
   for batch in 64 256; do
     for ((g = 1; g <= n_gpus; g *= 2)); do
       line=$("$BUILD/pathbench" bench train --device cuda $mqrar --batch "$batch" --gpus "$g" \
@@ -125,7 +144,7 @@ if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); 
     echo "sweep_quick_runs_per_min,$g,16,$(python3 -c "print(round(8 * 60 / ($t1 - $t0), 1))"),runs/min,$gpu,$commit,$date" >>"$csv.new"
   done
   mv "$csv.new" "$csv"
-  column -s, -t "$csv" >&2
+  (column -s, -t "$csv" 2>/dev/null || cat "$csv") >&2
   summary+=("multi-GPU: $csv")
 fi
 

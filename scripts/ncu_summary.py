@@ -2,7 +2,7 @@
 """Per-kernel GPU time of one training step, from `ncu --metrics gpu__time_duration.sum --csv`.
 
 scripts/gpu.sh profile writes one CSV per (config, encoding) into results/bench/ncu/ (ncu of
-`pathbench bench train --device cuda --tf32 --warmup-steps 0 --measure-steps 1`: exactly one step,
+`pathbench bench train --device cuda --precision tf32 --warmup-steps 0 --measure-steps 1`: exactly one step,
 run eagerly). This prints, per file, the step's total kernel time and the kernels taking the most,
 summed over launches, as Markdown. Usage: scripts/ncu_summary.py FILE.csv [...] [--top N]
 """

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli.h"
+#include "kernels/device.h"
 #include "kernels/io.h"
 #include "tasks/dataset_file.h"
 
@@ -55,6 +56,17 @@ TEST_CASE("cli gen: bad input is one error line, exit 2, no output file", "[cli]
   check_error("gen --task flipflop --n 3", "--out is required");
 }
 
+TEST_CASE("cli train: --precision takes fp32, tf32 or bf16, and not on the CPU engine", "[cli]") {
+  for (const std::string cmd : {"train --task flipflop --out {dir}/run", "bench train --task flipflop"}) {
+    check_error(cmd + " --precision f16", "--precision must be fp32, tf32 or bf16, got 'f16'");
+    check_error(cmd + " --precision bf16 --device cpu", "--precision bf16 needs the CUDA engine");
+    check_error(cmd + " --precision tf32 --device cpu", "--precision tf32 needs the CUDA engine");
+  }
+  // bf16 attention kernels: head dims 32, 64, 128 (sba stays fp32, so any head dim is fine there).
+  check_error("train --task flipflop --d-model 32 --heads 2 --precision bf16 --out {dir}/run",
+              "head dim (d_model / heads) of 32, 64 or 128, got 16");
+}
+
 TEST_CASE("cli gen: bin output is thread-count invariant and readable, jsonl has meta", "[cli]") {
   TempDir dir("ok");
   const std::string task = "mqrar:n_keys=8,n_values=300,len=50,n_back=2";
@@ -90,4 +102,36 @@ TEST_CASE("cli bench gen: prints tokens_per_s", "[cli]") {
   CHECK(r.code == 0);
   CHECK(r.out.find("target=memory") != std::string::npos);
   CHECK(r.out.find("tokens_per_s=") != std::string::npos);
+}
+
+TEST_CASE("cli bench attention: bad arguments name the option, no GPU is one clear error", "[cli]") {
+  const std::string shape = " --batch 1 --seq-len 64 --heads 2 --head-dim 64";
+  check_error("bench attention --pe path --dtype f16" + shape, "--dtype must be bf16 or f32, got 'f16'");
+  check_error("bench attention --pe sba --dtype bf16" + shape, "encoding 'sba' has no bf16 kernel");
+  check_error("bench attention --pe alibi" + shape, "encoding 'alibi' has no bf16 kernel");
+  check_error("bench attention --pe nosuch" + shape, "unknown position encoding 'nosuch'");
+  check_error("bench attention --pe path --batch 0 --seq-len 64 --heads 2 --head-dim 64", "--batch needs a positive integer, got 0");
+  check_error("bench attention --pe fox --batch 1 --seq-len 0 --heads 2 --head-dim 64", "--seq-len needs a positive integer, got 0");
+  check_error("bench attention --pe path --batch 1 --seq-len 64 --heads 2 --head-dim 48", "--head-dim 48");
+  check_error("bench attention --pe path --dtype f32 --batch 1 --seq-len 64 --heads 2 --head-dim 256", "--head-dim 256");
+  check_error("bench attention --pe path --iters 0" + shape, "--iters needs a positive integer, got 0");
+  check_error("bench attention --pe path --rotate 0" + shape, "--rotate needs a positive integer, got 0");
+  check_error("bench attention --pe path --batch 1 --seq-len 64 --heads 2", "--head-dim is required");
+
+  const std::string ok = "bench attention --pe path_fox --backward --warmup 1 --iters 2 --rotate 2" + shape;
+  if (pb::cuda_device_count() == 0) {  // CPU-only build or machine: one line naming the missing piece
+    check_error(ok, pb::cuda_built() ? "no CUDA device is visible" : "this build has no CUDA engine");
+    check_error(ok + " --dtype f32", "CUDA");
+    return;
+  }
+  for (const std::string dtype : {"f32", "bf16"}) {
+    const RunResult r = run_pathbench(ok + " --dtype " + dtype);
+    INFO(dtype << ": " << r.err);
+    CHECK(r.code == 0);
+    CHECK(r.out.rfind("bench attention gpu=\"", 0) == 0);
+    CHECK(r.out.find(" pe=path_fox dtype=" + dtype + " batch=1 seq_len=64 heads=2 head_dim=64 pass=fwd_bwd ms=") !=
+          std::string::npos);
+    CHECK(r.out.find(" tflops=") != std::string::npos);
+    CHECK(r.out.find(" peak_mem_mib=") != std::string::npos);
+  }
 }

@@ -30,6 +30,16 @@ cublasHandle_t blas();   // the calling thread's cuBLAS handle, bound to stream(
 
 inline int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 
+// Opts a kernel in to more than 48 KB of dynamic shared memory, with the largest shared-memory
+// carveout. The setting belongs to the current device, so it is made before every launch (a few
+// microseconds of host time, and only in eager steps: graph replays skip it).
+template <class Kernel>
+void set_smem(Kernel kernel, int bytes) {
+  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     int(cudaSharedmemCarveoutMaxShared)));
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;

@@ -12,7 +12,7 @@
 namespace pb::cuda {
 
 // --- Dense ops -------------------------------------------------------------------------------
-// matmul.cu (cuBLAS, fp32 math: no TF32)
+// matmul.cu (cuBLAS; fp32, TF32 or bf16 products as precision() says, runtime.h)
 void matmul_forward(float* y, const float* x, const float* w, int N, int K, int M,
                     GradMode mode = GradMode::Overwrite);
 void matmul_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int N,

@@ -33,6 +33,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
+#include "kernels/cuda/path_attention.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace pb::cuda {
@@ -874,16 +875,6 @@ Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* b
   return sc;
 }
 
-// Opts a kernel in to more than 48 KB of dynamic shared memory, with the largest shared-memory
-// carveout. The setting belongs to the current device, so it is made before every launch (a few
-// microseconds of host time, and only in eager steps: graph replays skip it).
-template <class Kernel>
-void set_smem(Kernel kernel, int bytes) {
-  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     int(cudaSharedmemCarveoutMaxShared)));
-}
-
 Dims make_dims(const PathAttentionArgs& args, int S) {
   const AttnShape& sh = args.shape;
   const int n = ceil_div(sh.T, S);
@@ -928,13 +919,9 @@ int scan_resident_ctas() {
   return sms * std::max(per_sm, 1);
 }
 
+// Prep and zeroed accumulators for the backward, in scratch; `scan_ctas` slices of scan states.
 template <int S, int DP>
-void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
-                   const float* dout, const float* o, const float* lse, const Inputs& in,
-                   const PathAttentionArgs& args) {
-  const Dims d = make_dims(args, S);
-  constexpr int QB = kScanQB<S>;
-  const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
+Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
   size_t bytes = 0;
   carve<S, DP>(nullptr, d, true, scan_ctas, &bytes);
   const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
@@ -942,11 +929,13 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
   const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
                            size_t(d.B) * d.H * d.Tp * sizeof(float);
   PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
+  return sc;
+}
 
-  constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
-  path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
-  PB_LAUNCH_CHECK();
-
+// After the scan: the UT backward writes dq, dk, dv, dw, dβ; the gate kernel dlog_f.
+template <int S, int DP>
+void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq, float* dk, float* dv,
+                  float* dw, float* dbeta, float* dlog_f, const float* dout, const float* lse) {
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
   set_smem(path_ut_backward_kernel<S, DP>, ut_bytes);
@@ -960,16 +949,72 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
   }
 }
 
+template <int S, int DP>
+void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                   const float* dout, const float* o, const float* lse, const Inputs& in,
+                   const PathAttentionArgs& args) {
+  const Dims d = make_dims(args, S);
+  constexpr int QB = kScanQB<S>;
+  const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
+  const Scratch sc = backward_begin<S, DP>(d, in, scan_ctas);
+  constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
+  path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
+  PB_LAUNCH_CHECK();
+  backward_end<S, DP>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+}
+
+template <int S, int DP>
+path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
+  const Dims d = make_dims(args, S);
+  const Scratch sc = backward_begin<S, DP>(d, in, 0);
+  return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, nullptr},
+          sc.delta, sc.dq_hat, sc.dk_hat, sc.du, sc.dw_scan, sc.dv, sc.dg};
+}
+
+template <int S, int DP>
+void end_impl(const path::Accumulators& a, const Inputs& in, const PathAttentionArgs& args, float* dq,
+              float* dk, float* dv, float* dw, float* dbeta, float* dlog_f, const float* dout,
+              const float* lse) {
+  Scratch sc{};  // the Scratch of begin_impl (the scan states are not needed here)
+  sc.g = const_cast<double*>(a.g);
+  sc.q_hat = const_cast<float*>(a.q_hat);
+  sc.k_hat = const_cast<float*>(a.k_hat);
+  sc.u = const_cast<float*>(a.u);
+  sc.delta = a.delta, sc.dq_hat = a.dq_hat, sc.dk_hat = a.dk_hat, sc.du = a.du;
+  sc.dw_scan = a.dw_scan, sc.dv = a.dv, sc.dg = a.dg;
+  backward_end<S, DP>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+}
+
 void check_head_dim(int D) {
   if (D < 1 || D > 128)
     throw_cuda_error("path_attention", "head dim must be in [1, 128]", __FILE__, __LINE__);
 }
 
+template <int S, int DP>
+path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
+  const Dims d = make_dims(args, S);
+  size_t bytes = 0;
+  carve<S, DP>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP>(d, in, sc);
+  return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.s_loc};
+}
+
 }  // namespace
 
-void path_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
-                            const float* w, const float* beta, const float* log_f,
-                            const PathAttentionArgs& args) {
+namespace path {
+
+Prepared prepare(const float* q, const float* k, const float* w, const float* beta, const float* log_f,
+                 const PathAttentionArgs& args) {
+  check_head_dim(args.shape.D);
+  const Inputs in{q, k, nullptr, w, beta, log_f};
+  const int D = args.shape.D;
+  return D <= 32 ? prepare_impl<64, 32>(in, args) : D <= 64 ? prepare_impl<64, 64>(in, args)
+                                                            : prepare_impl<32, 128>(in, args);
+}
+
+void forward_f32(float* o, float* lse, const float* q, const float* k, const float* v, const float* w,
+                 const float* beta, const float* log_f, const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
   if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
   check_head_dim(sh.D);
@@ -982,10 +1027,10 @@ void path_attention_forward(float* o, float* lse, const float* q, const float* k
     forward_impl<32, 128>(o, lse, in, args);
 }
 
-void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
-                             const float* dout, const float* o, const float* lse, const float* q,
-                             const float* k, const float* v, const float* w, const float* beta,
-                             const float* log_f, const PathAttentionArgs& args) {
+void backward_f32(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                  const float* dout, const float* o, const float* lse, const float* q, const float* k,
+                  const float* v, const float* w, const float* beta, const float* log_f,
+                  const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
   if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
   check_head_dim(sh.D);
@@ -996,6 +1041,59 @@ void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* 
     backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
   else
     backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+}
+
+Accumulators backward_begin(const float* q, const float* k, const float* w, const float* beta,
+                            const float* log_f, const PathAttentionArgs& args) {
+  check_head_dim(args.shape.D);
+  const Inputs in{q, k, nullptr, w, beta, log_f};
+  const int D = args.shape.D;
+  return D <= 32 ? begin_impl<64, 32>(in, args) : D <= 64 ? begin_impl<64, 64>(in, args)
+                                                          : begin_impl<32, 128>(in, args);
+}
+
+void backward_end(const Accumulators& acc, float* dq, float* dk, float* dv, float* dw, float* dbeta,
+                  float* dlog_f, const float* dout, const float* lse, const float* q, const float* k,
+                  const float* v, const float* w, const float* beta, const float* log_f,
+                  const PathAttentionArgs& args) {
+  const Inputs in{q, k, v, w, beta, log_f};
+  const int D = args.shape.D;
+  if (D <= 32)
+    end_impl<64, 32>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  else if (D <= 64)
+    end_impl<64, 64>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  else
+    end_impl<32, 128>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+}
+
+}  // namespace path
+
+// Precision::BF16 (runtime.h): the same ops through the bf16 kernels (attention_mixed.cu).
+void path_attention_forward_mixed(float* o, float* lse, const float* q, const float* k,
+                                  const float* v, const float* w, const float* beta,
+                                  const float* log_f, const PathAttentionArgs& args);
+void path_attention_backward_mixed(float* dq, float* dk, float* dv, float* dw, float* dbeta,
+                                   float* dlog_f, const float* dout, const float* o,
+                                   const float* lse, const float* q, const float* k,
+                                   const float* v, const float* w, const float* beta,
+                                   const float* log_f, const PathAttentionArgs& args);
+
+void path_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
+                            const float* w, const float* beta, const float* log_f,
+                            const PathAttentionArgs& args) {
+  if (precision() == Precision::BF16)
+    return path_attention_forward_mixed(o, lse, q, k, v, w, beta, log_f, args);
+  path::forward_f32(o, lse, q, k, v, w, beta, log_f, args);
+}
+
+void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                             const float* dout, const float* o, const float* lse, const float* q,
+                             const float* k, const float* v, const float* w, const float* beta,
+                             const float* log_f, const PathAttentionArgs& args) {
+  if (precision() == Precision::BF16)
+    return path_attention_backward_mixed(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w,
+                                         beta, log_f, args);
+  path::backward_f32(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
 }
 
 }  // namespace pb::cuda

@@ -1,8 +1,10 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
@@ -45,12 +47,13 @@ struct ThreadContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void* workspace = nullptr;
-  void* scratch = nullptr;
-  size_t scratch_bytes = 0;
+  void* scratch[kScratchArenas] = {};
+  size_t scratch_bytes[kScratchArenas] = {};
   ~ThreadContext() {
     if (blas) cublasDestroy(blas);
     if (workspace) cudaFree(workspace);
-    if (scratch) cudaFree(scratch);
+    for (void* p : scratch)
+      if (p) cudaFree(p);
     if (stream) cudaStreamDestroy(stream);
   }
 };
@@ -70,6 +73,17 @@ ThreadContext& context() {
 
 std::atomic<uint64_t> g_allocations{0};
 
+// Sizes of the live device_alloc blocks, for allocated_bytes() and its peak.
+struct AllocTracker {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+  uint64_t current = 0, peak = 0;
+};
+AllocTracker& tracker() {
+  static AllocTracker* t = new AllocTracker;  // never destroyed: thread contexts free at exit
+  return *t;
+}
+
 }  // namespace
 
 cudaStream_t stream() { return context().stream; }
@@ -83,27 +97,64 @@ void* device_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   PB_CUDA_CHECK(cudaMalloc(&p, bytes));
   ++g_allocations;
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.sizes[p] = bytes;
+  t.current += bytes;
+  if (t.current > t.peak) t.peak = t.current;
   return p;
 }
 void device_free(void* p) {
-  if (p) cudaFree(p);
+  if (!p) return;
+  {
+    AllocTracker& t = tracker();
+    const std::lock_guard<std::mutex> lock(t.mutex);
+    if (const auto it = t.sizes.find(p); it != t.sizes.end()) {
+      t.current -= it->second;
+      t.sizes.erase(it);
+    }
+  }
+  cudaFree(p);
 }
 uint64_t allocation_count() { return g_allocations.load(); }
+uint64_t allocated_bytes() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return t.current;
+}
+uint64_t peak_allocated_bytes() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return t.peak;
+}
+void reset_peak_allocated() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.peak = t.current;
+}
 
-void* scratch(size_t bytes) {
+void* scratch(size_t bytes, int arena) {
   ThreadContext& ctx = context();
-  if (bytes > ctx.scratch_bytes) {
+  if (bytes > ctx.scratch_bytes[arena]) {
     PB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // the old region may still be in use
-    device_free(ctx.scratch);
-    ctx.scratch = device_alloc(bytes);
-    ctx.scratch_bytes = bytes;
+    device_free(ctx.scratch[arena]);
+    ctx.scratch[arena] = device_alloc(bytes);
+    ctx.scratch_bytes[arena] = bytes;
   }
-  return ctx.scratch;
+  return ctx.scratch[arena];
 }
 
-void set_tf32(bool on) {
-  PB_CUBLAS_CHECK(cublasSetMathMode(blas(), on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+namespace {
+thread_local Precision t_precision = Precision::FP32;
+}  // namespace
+
+// TF32 through the handle's math mode (cublasSgemm then uses TF32 tensor cores); BF16 keeps the
+// default math mode and is chosen per GEMM by matmul.cu (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF).
+void set_precision(Precision p) {
+  PB_CUBLAS_CHECK(cublasSetMathMode(blas(), p == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  t_precision = p;
 }
+Precision precision() { return t_precision; }
 
 void copy_to_device(void* dst, const void* src, size_t bytes) {
   if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));

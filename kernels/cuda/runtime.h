@@ -4,6 +4,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace pb::cuda {
 
@@ -14,14 +16,44 @@ void* device_alloc(size_t bytes);  // cudaMalloc; counted by allocation_count()
 void device_free(void* p);
 uint64_t allocation_count();       // allocations so far: a captured graph is stale when it moved
 
-// Temporary device memory for one op call: at least `bytes`, the calling thread's, contents
-// undefined, valid until the next scratch() call (ops on one stream run one after another). It
-// grows by reallocation, so the first (eager) step sizes it and graph replays never allocate.
-void* scratch(size_t bytes);
+// Bytes of device memory now held through device_alloc (all threads), and the most held since
+// the start or the last reset_peak_allocated(), which sets the peak to the current bytes: the
+// counterpart of PyTorch's memory_allocated / max_memory_allocated / reset_peak_memory_stats.
+// cuBLAS's fixed workspace and the stream are not counted (cudaMalloc'd directly, once per thread).
+uint64_t allocated_bytes();
+uint64_t peak_allocated_bytes();
+void reset_peak_allocated();
 
-// GEMM precision of matmul_*: fp32 (default) or TF32 tensor cores (fp32 storage and accumulation,
-// 10-bit mantissa products, like PyTorch's set_float32_matmul_precision("high")).
-void set_tf32(bool on);
+// Temporary device memory for one op call: at least `bytes`, the calling thread's, contents
+// undefined, valid until the next scratch() call of the same arena (ops on one stream run one
+// after another). It grows by reallocation, so the first (eager) step sizes it and graph replays
+// never allocate. Arenas nest, so a caller's region survives the scratch() of what it calls:
+//   0  the ops';
+//   1  precision wrappers that convert fp32 arguments to bf16 and call a bf16 op;
+//   2  bf16 ops that convert to fp32 and call (part of) an fp32 op.
+constexpr int kScratchArenas = 3;
+void* scratch(size_t bytes, int arena = 0);
+
+// Precision of the calling thread's ops (`--precision`); storage, master weights, optimizer and
+// every other op stay fp32 whatever it is:
+//   FP32  fp32 everywhere (default);
+//   TF32  matmul_* on TF32 tensor cores (fp32 storage and accumulation, 10-bit mantissa products,
+//         like PyTorch's set_float32_matmul_precision("high"));
+//   BF16  what PyTorch's bf16 autocast computes in bf16: matmul_* with bf16 tensor-core products
+//         and fp32 accumulation (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF, fp32 storage), and the
+//         softmax / PaTH attention ops through the bf16 kernels of attention_bf16.h (q, k, v, o
+//         and their gradients rounded to bf16; attention_mixed.cu). Stick-breaking stays fp32.
+// Per thread, like the stream and the cuBLAS handle it sets the math mode of.
+enum class Precision { FP32, TF32, BF16 };
+void set_precision(Precision p);
+Precision precision();
+// "fp32" | "tf32" | "bf16" (the values of --precision); std::invalid_argument otherwise.
+inline Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::FP32;
+  if (name == "tf32") return Precision::TF32;
+  if (name == "bf16") return Precision::BF16;
+  throw std::invalid_argument("precision must be fp32, tf32 or bf16, got '" + name + "'");
+}
 
 // Stream-ordered copies on the calling thread's stream. to_host waits for the copy.
 void copy_to_device(void* dst, const void* src, size_t bytes);

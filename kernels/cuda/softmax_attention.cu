@@ -368,8 +368,19 @@ void backward(float* dq, float* dk, float* dv, float* row, float* col, const flo
 
 }  // namespace
 
+// Precision::BF16 (runtime.h): the same ops through the bf16 kernels (attention_mixed.cu).
+void softmax_attention_forward_mixed(float* o, float* lse, const float* q, const float* k,
+                                     const float* v, const float* log_f,
+                                     const SoftmaxAttentionArgs& args);
+void softmax_attention_backward_mixed(float* dq, float* dk, float* dv, float* dlog_f,
+                                      const float* dout, const float* o, const float* lse,
+                                      const float* q, const float* k, const float* v,
+                                      const float* log_f, const SoftmaxAttentionArgs& args);
+
 void softmax_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                                const float* log_f, const SoftmaxAttentionArgs& args) {
+  if (precision() == Precision::BF16)
+    return softmax_attention_forward_mixed(o, lse, q, k, v, log_f, args);
   const AttnShape& s = args.shape;
   if (int64_t(s.B) * s.H * s.T == 0) return;
   const int DP = padded_head_dim(s.D, "softmax attention");
@@ -390,6 +401,8 @@ void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, 
                                 const float* o, const float* lse, const float* q, const float* k,
                                 const float* v, const float* log_f,
                                 const SoftmaxAttentionArgs& args) {
+  if (precision() == Precision::BF16)
+    return softmax_attention_backward_mixed(dq, dk, dv, dlog_f, dout, o, lse, q, k, v, log_f, args);
   const AttnShape& s = args.shape;
   if (int64_t(s.B) * s.H * s.T == 0) return;
   const int DP = padded_head_dim(s.D, "softmax attention");

@@ -1,0 +1,51 @@
+// The parts of the fp32 PaTH kernels (path_attention.cu) that the bf16 kernels
+// (path_attention_bf16.cu) build on. Internal to kernels/cuda/.
+#pragma once
+#include "kernels/ops.h"
+
+namespace pb::cuda::path {
+
+// The forward's per-block precomputation (prep), on fp32 q, k, w: per (b, h) the sequence is cut
+// into blocks of S rows (S = 64, or 32 for D > 64), rows padded to Tp = n_blocks · S, head dim
+// padded to DP (32, 64 or 128; padded rows and columns are zero). The arrays live in scratch
+// arena 0, valid until its next use.
+struct Prepared {
+  int S, DP, n_blocks, Tp;
+  const double* g;     // (B·H, Tp): G_t = Σ_{u≤t} log_f_u, 0 without a gate
+  const float* q_hat;  // (B·H, Tp, DP): Q̃, queries moved to their block's left edge
+  const float* k_hat;  // (B·H, Tp, DP): K̃, keys moved to their block's right edge
+  const float* u;      // (B·H, Tp, DP): U = Tm diag(β) W, so that P_block = I − Wᵀ U
+  const float* s_loc;  // (B·H, n_blocks, S, S): unscaled logits within each block (lower triangle)
+};
+Prepared prepare(const float* q, const float* k, const float* w, const float* beta, const float* log_f,
+                 const PathAttentionArgs& args);
+
+// The backward around its scan: backward_begin runs prep and zeroes the scan's accumulators
+// (arena 0); a scan fills them (path_attention.cu's fp32 scan, or the bf16 one); backward_end
+// runs the UT backward (the diagonal blocks and the UT transform in reverse, fp32) and the gate's
+// reverse prefix sum, writing the fp32 gradients. Its inputs are fp32, (B, T, H, D).
+struct Accumulators : Prepared {
+  float* delta;    // (B·H, Tp): δ_i = dout_i·o_i, written by the scan
+  float* dq_hat;   // (B·H, Tp, DP): dQ̃, written by the scan (every row; 0 in block 0)
+  float* dk_hat;   // (B·H, Tp, DP): dK̃ from the off-diagonal blocks, +=
+  float* du;       // (B·H, Tp, DP): dU from the scan, +=
+  float* dw_scan;  // (B·H, Tp, DP): dW from the scan, +=
+  float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, +=
+  float* dg;       // (B·H, Tp): Σ_j dS_ij − Σ_i' dS_i'i over the off-diagonal blocks, +=
+};
+Accumulators backward_begin(const float* q, const float* k, const float* w, const float* beta,
+                            const float* log_f, const PathAttentionArgs& args);
+void backward_end(const Accumulators& acc, float* dq, float* dk, float* dv, float* dw, float* dbeta,
+                  float* dlog_f, const float* dout, const float* lse, const float* q, const float* k,
+                  const float* v, const float* w, const float* beta, const float* log_f,
+                  const PathAttentionArgs& args);
+
+// The fp32 op itself (what path_attention_forward/backward run at fp32 precision).
+void forward_f32(float* o, float* lse, const float* q, const float* k, const float* v, const float* w,
+                 const float* beta, const float* log_f, const PathAttentionArgs& args);
+void backward_f32(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
+                  const float* dout, const float* o, const float* lse, const float* q, const float* k,
+                  const float* v, const float* w, const float* beta, const float* log_f,
+                  const PathAttentionArgs& args);
+
+}  // namespace pb::cuda::path

@@ -1,0 +1,829 @@
+// PaTH attention (and PaTH-FoX) with bf16 q, k, v on tensor cores (attention_bf16.h). The math and
+// the names are those of path_attention.cu and kernels/README.md ("PaTH attention"); the block
+// products P_J = H_{J·S+S−1} ⋯ H_{J·S} = I − W_Jᵀ U_J come from its prep kernel.
+//
+// Forward (four launches):
+//   convert  q, k → fp32 (bf16 values are exact in fp32), the prep kernel's inputs
+//   prep     path_attention.cu, per (block, b·h): G, Q̃ (queries at their block's left edge), K̃
+//            (keys at their block's right edge), U, and S_loc (the logits inside each block)
+//   pack     K̃ → bf16, W and U → f16, as (B·H, Tp, D) rows for 16-byte cp.async copies
+//   scan     per (64 query rows, b·h), 4 warps of 16 rows, heaviest first. Per warp, query block
+//            I: the online softmax starts on S_loc (diagonal block); then for key blocks
+//            J = I−1 … 0, with R the queries moved to J's right edge (R = Q̃ at the start):
+//              z = R K̃_Jᵀ                      mma bf16 (fla: the input dtype)
+//              x = R W_Jᵀ                      mma f16 (fla: f16, finer than bf16 for |·| ≤ 1 values)
+//              s = scale·z + G_i − G_j, online softmax in base 2, acc += P V_J (mma bf16)
+//              R ← R − x U_J                   mma f16, R kept in fp32 registers (J > 0)
+//            K̃_J, V_J, W_J, U_J are staged in shared memory by cp.async, double-buffered.
+//            o = acc / l (bf16), lse = ln Σ_j e^{s_ij} (fp32).
+// Backward: for now the fp32 kernels on the bf16 values (path_attention.cu), converted in and out.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention_bf16.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/path_attention.cuh"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda {
+namespace {
+
+using namespace mma;
+constexpr int kFwdWarps = 8, kBwdWarps = 8;  // warps per CTA, 16 query rows each
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// Shared memory of the scan, per stage: K̃_J (bf16), V_J (bf16), W_J (f16), U_J (f16), each
+// (S, D) with row stride LD = D + 8 halves (16-byte rows, ldmatrix without bank conflicts), then
+// G of the key block (S doubles). The diagonal block's V (kRows rows) aliases stage 1.
+template <int S, int D>
+struct Layout {
+  static constexpr int kRows = 16 * kFwdWarps;
+  static constexpr int LD = D + 8;
+  static constexpr int kTile = S * LD;  // halves
+  static constexpr int kStage = 4 * kTile * 2 + S * 8;  // bytes
+  static constexpr int kBytes = 2 * kStage;
+  static_assert(kRows * LD <= 4 * kTile, "the diagonal V fits in a stage");
+};
+
+struct ScanArgs {
+  int B, T, H, n_blocks, Tp, n_tiles;
+  float scale_log2;  // scale · log2 e
+  const double* g;   // (B·H, Tp)
+  const float* q_hat;                 // (B·H, Tp, D)
+  const float* s_loc;                 // (B·H, n_blocks, S, S)
+  const __nv_bfloat16* k_hat;         // (B·H, Tp, D)
+  const __half *w, *u;                // (B·H, Tp, D)
+  const __nv_bfloat16* v;             // (B, T, H, D)
+  __nv_bfloat16* o;                   // (B, T, H, D)
+  float* lse;                         // (B, T, H)
+  bool gated;
+};
+
+// K̃ → bf16, U → f16 from prep's (B·H, Tp, D) rows; W → f16 from (B, T, H, D) (0 at t ≥ T). With
+// wb, ub (the backward) also bf16 copies of W and U.
+__global__ void pack_kernel(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
+                            const float* k_hat, const float* u, const float* w, int T, int H, int D, int Tp,
+                            int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / D;  // b·h·Tp + t
+    const int c = int(i - row * D), t = int(row % Tp), bh = int(row / Tp), b = bh / H, h = bh % H;
+    const float wi = t < T ? w[((int64_t(b) * T + t) * H + h) * D + c] : 0.f;
+    kb[i] = __float2bfloat16_rn(k_hat[i]);
+    uh[i] = __float2half_rn(u[i]);
+    wh[i] = __float2half_rn(wi);
+    if (wb) wb[i] = __float2bfloat16_rn(wi), ub[i] = __float2bfloat16_rn(u[i]);
+  }
+}
+
+// rows [0, n_rows) of an (n, D) b16 tile, by the NT threads of the CTA, from global rows `stride` elements apart into shared
+// memory (stride LD); rows ≥ n_valid are zero-filled instead of read.
+template <int D, int LD, int NT>
+__device__ __forceinline__ void stage_rows(uint16_t* dst, const void* src, int64_t stride, int n_rows,
+                                           int n_valid) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  const uint16_t* s = static_cast<const uint16_t*>(src);
+  for (int e = threadIdx.x; e < n_rows * kChunks; e += NT) {
+    const int r = e / kChunks, c = (e - r * kChunks) * 8;
+    if (r < n_valid)
+      cp_async16(dst + r * LD + c, s + r * stride + c);
+    else
+      *reinterpret_cast<uint4*>(dst + r * LD + c) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int S, int D>
+__global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_kernel(ScanArgs a) {
+  using L = Layout<S, D>;
+  constexpr int LD = L::LD, NS = S / 8, ND = D / 8;  // n-tiles of 8 over keys / over d
+  constexpr int kRows = L::kRows, NT = kFwdWarps * 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
+  const int a0 = (a.n_tiles - 1 - int(blockIdx.y)) * kRows;  // heaviest tiles first
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int w0 = a0 + 16 * warp;                   // the warp's first row
+  const int I = w0 / S;                             // its query block
+  const bool active = I < a.n_blocks;               // the last CTA may reach past the blocks
+  const int top = min((a0 + kRows - 1) / S, a.n_blocks - 1);  // the CTA's highest query block
+  const int64_t head = int64_t(bh) * a.Tp;          // scratch row of position 0
+  const int64_t vstride = int64_t(a.H) * D;         // (B, T, H, D) rows of one head
+  const __nv_bfloat16* v_head = a.v + (int64_t(b) * a.T * a.H + h) * D;
+
+  auto stage = [&](int s) { return smem + s * L::kStage; };
+  auto k_s = [&](int s) { return reinterpret_cast<uint16_t*>(stage(s)); };
+  auto v_s = [&](int s) { return k_s(s) + L::kTile; };
+  auto w_s = [&](int s) { return k_s(s) + 2 * L::kTile; };
+  auto u_s = [&](int s) { return k_s(s) + 3 * L::kTile; };
+  auto g_s = [&](int s) { return reinterpret_cast<double*>(stage(s) + 4 * L::kTile * 2); };
+  auto load_block = [&](int s, int J) {
+    const int64_t r0 = head + int64_t(J) * S;
+    stage_rows<D, LD, NT>(k_s(s), a.k_hat + r0 * D, D, S, S);
+    stage_rows<D, LD, NT>(v_s(s), v_head + int64_t(J) * S * vstride, vstride, S, S);
+    stage_rows<D, LD, NT>(w_s(s), a.w + r0 * D, D, S, S);
+    stage_rows<D, LD, NT>(u_s(s), a.u + r0 * D, D, S, S);
+    for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(s) + 2 * e, a.g + r0 + 2 * e);
+  };
+
+  // The diagonal block's V (the CTA's own rows) into stage 1, the first key block into stage 0.
+  uint16_t* v_diag = k_s(1);
+  stage_rows<D, LD, NT>(v_diag, v_head + int64_t(a0) * vstride, vstride, kRows, min(kRows, a.T - a0));
+  if (top >= 1) load_block(0, top - 1);
+  cp_async_commit();
+
+  // Per thread: rows g and g + 8 of the warp (ρ = 0, 1); C-fragment element e is row g + 8·(e / 2),
+  // column 8j + 2·t4 + e % 2 of n-tile j.
+  float r[ND][4];    // R (16 × D), fp32
+  float acc[ND][4];  // Σ_j e^{s_ij − m_i} v_j
+  float m[2], l[2];  // running max (base 2) and this thread's part of the row sum
+  double gq[2];      // G of the rows
+  if (active) {
+#pragma unroll
+    for (int j = 0; j < ND; ++j)
+#pragma unroll
+      for (int rho = 0; rho < 2; ++rho) {
+        const float2 x = *reinterpret_cast<const float2*>(a.q_hat + (head + w0 + g + 8 * rho) * D + 8 * j + 2 * t4);
+        r[j][2 * rho] = x.x, r[j][2 * rho + 1] = x.y;
+      }
+    for (int rho = 0; rho < 2; ++rho) gq[rho] = a.gated ? a.g[head + w0 + g + 8 * rho] : 0.0;
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Diagonal block: s_ij = scale·S_loc_ij + G_i − G_j for j ≤ i inside block I.
+  if (active) {
+    const int rl = w0 - I * S;  // the warp's first row within its block
+    const float* sl = a.s_loc + (int64_t(bh) * a.n_blocks + I) * S * S;
+    float p[NS][4];
+#pragma unroll
+    for (int rho = 0; rho < 2; ++rho) {
+      const int row = rl + g + 8 * rho;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = 8 * j + 2 * t4 + e;
+          float s = -INFINITY;
+          if (col <= row) {
+            s = sl[row * S + col] * a.scale_log2;
+            if (a.gated) s += float(gq[rho] - a.g[head + I * S + col]) * kLog2e;
+          }
+          p[j][2 * rho + e] = s;
+          mx = fmaxf(mx, s);
+        }
+      m[rho] = quad_max(mx);  // finite: the diagonal is there
+      l[rho] = 0.f;
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = p[j][2 * rho + e];
+          x = exp2f(x - m[rho]);  // exp2(−inf) = 0 above the diagonal
+          l[rho] += x;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < ND; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    const int vr = I * S - a0;  // the block's first row in v_diag
+#pragma unroll
+    for (int kk = 0; kk < S / 16; ++kk) {
+      if (16 * kk > rl + 15) break;  // keys past the warp's last row have p = 0
+      uint32_t pa[4];
+      c_to_a<Bf16>(pa, p[2 * kk], p[2 * kk + 1]);
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        uint32_t bv[4];
+        load_b_kn(bv, v_diag, LD, vr + 16 * kk, 16 * nd);
+        mma_16816<Bf16>(acc[2 * nd], pa, bv[0], bv[1]);
+        mma_16816<Bf16>(acc[2 * nd + 1], pa, bv[2], bv[3]);
+      }
+    }
+  }
+
+  for (int J = top - 1; J >= 0; --J) {
+    const int s = (top - 1 - J) & 1;
+    __syncthreads();  // every warp is done with stage s ^ 1 (the previous block, or v_diag)
+    if (J > 0) load_block(s ^ 1, J - 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // block J's copies (committed one step earlier) have landed
+    __syncthreads();
+    if (!active || J >= I) continue;  // warp-uniform: this warp's rows start after block J
+
+    // z = R K̃_Jᵀ (bf16), x = R W_Jᵀ (f16): 16 × S each.
+    float z[NS][4], x[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) z[j][e] = x[j][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t ra[4], rh[4];
+      c_to_a<Bf16>(ra, r[2 * kk], r[2 * kk + 1]);
+      c_to_a<F16>(rh, r[2 * kk], r[2 * kk + 1]);
+#pragma unroll
+      for (int nn = 0; nn < S / 16; ++nn) {
+        uint32_t bk[4], bw[4];
+        load_b_nk(bk, k_s(s), LD, 16 * nn, 16 * kk);
+        load_b_nk(bw, w_s(s), LD, 16 * nn, 16 * kk);
+        mma_16816<Bf16>(z[2 * nn], ra, bk[0], bk[1]);
+        mma_16816<Bf16>(z[2 * nn + 1], ra, bk[2], bk[3]);
+        mma_16816<F16>(x[2 * nn], rh, bw[0], bw[1]);
+        mma_16816<F16>(x[2 * nn + 1], rh, bw[2], bw[3]);
+      }
+    }
+
+    // Online softmax (base 2): s = (scale·z + G_i − G_j)·log2 e, m' = max(m, max_j s),
+    // acc ← 2^{m − m'} acc, l likewise, p = 2^{s − m'}.
+    const double* gk = g_s(s);
+#pragma unroll
+    for (int rho = 0; rho < 2; ++rho) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = z[j][2 * rho + e];
+          v *= a.scale_log2;
+          if (a.gated) v += float(gq[rho] - gk[8 * j + 2 * t4 + e]) * kLog2e;
+          mx = fmaxf(mx, v);
+        }
+      const float m_new = fmaxf(m[rho], quad_max(mx));
+      const float alpha = exp2f(m[rho] - m_new);
+      m[rho] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = z[j][2 * rho + e];
+          v = exp2f(v - m_new);
+          sum += v;
+        }
+      l[rho] = l[rho] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < ND; ++j) acc[j][2 * rho] *= alpha, acc[j][2 * rho + 1] *= alpha;
+    }
+
+    // acc += P V_J; then R ← R − x U_J (not needed after the last block).
+#pragma unroll
+    for (int kk = 0; kk < S / 16; ++kk) {
+      uint32_t pa[4], xa[4];
+      c_to_a<Bf16>(pa, z[2 * kk], z[2 * kk + 1]);
+      c_to_a<F16>(xa, x[2 * kk], x[2 * kk + 1], -1.f);
+#pragma unroll
+      for (int nd = 0; nd < D / 16; ++nd) {
+        uint32_t bv[4];
+        load_b_kn(bv, v_s(s), LD, 16 * kk, 16 * nd);
+        mma_16816<Bf16>(acc[2 * nd], pa, bv[0], bv[1]);
+        mma_16816<Bf16>(acc[2 * nd + 1], pa, bv[2], bv[3]);
+        if (J > 0) {
+          uint32_t bu[4];
+          load_b_kn(bu, u_s(s), LD, 16 * kk, 16 * nd);
+          mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
+          mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
+        }
+      }
+    }
+  }
+
+  // o_i = acc_i / l_i (bf16), lse_i = (m_i + log2 l_i)·ln 2.
+  if (!active) return;
+#pragma unroll
+  for (int rho = 0; rho < 2; ++rho) {
+    const int t = w0 + g + 8 * rho;
+    const float l_row = quad_sum(l[rho]);
+    if (t >= a.T) continue;
+    const int64_t row = (int64_t(b) * a.T + t) * a.H + h;
+#pragma unroll
+    for (int j = 0; j < ND; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(a.o + row * D + 8 * j + 2 * t4) =
+          __floats2bfloat162_rn(acc[j][2 * rho] / l_row, acc[j][2 * rho + 1] / l_row);
+    if (t4 == 0) a.lse[row] = (m[rho] + log2f(l_row)) * kLn2;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward scan: the fp32 scan of path_attention.cu on tensor cores, filling the same
+// accumulators (path::Accumulators) for its UT backward. Persistent CTAs (as many as are
+// resident) take the items (b·h, 64 query rows), heaviest first; per item and warp (16 rows of
+// query block I):
+//   pre-scan   J = top−1 … 0: R_J (the queries at key block J's right edge; R = Q̃_I at J = I−1) is
+//              stored as bf16 A fragments in the CTA's own slice of scratch (linear in T), then
+//              R ← R − (R W_Jᵀ) U_J (f16, as the forward).
+//   reverse    J = 0 … top−1, γ = dR_{J−1} in fp32 registers (0 at J = 0), all products bf16:
+//              z = R_J K̃_Jᵀ, X = R_J W_Jᵀ, dP = dout V_Jᵀ
+//              P = exp(scale·z + G_i − G_j − lse_i), dS = P ⊙ (dP − δ), dZ = scale·dS
+//              Y = γ U_Jᵀ, γ ← γ + dZ K̃_J − Y W_J
+//              and, for the whole CTA (keys × rows products from shared memory, float atomics):
+//              dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, dU_J −= Xᵀ γ_old, dW_J −= Yᵀ R_J
+//   end        dQ̃ = γ; dG_i += Σ_j dS_ij (rows), dG_j −= Σ_i dS_ij (every step, columns).
+// Warps whose block I ≤ J sit a step out with zero rows in the shared products.
+
+template <int S, int D>
+struct BwdLayout {
+  static constexpr int kRows = 16 * kBwdWarps;
+  static constexpr int LD = D + 8, LK = S + 8;  // halves per row: (·, D) and (·, S) tiles
+  static constexpr int kTile = S * LD;          // one (S, D) tile
+  static constexpr int kStage = 4 * kTile * 2 + S * 8;  // K̃, V, W, U (the pre-scan: W, U f16), G
+  static constexpr int kRowsD = kRows * LD, kRowsK = kRows * LK;
+  static constexpr int kBytes = kStage + 3 * kRowsD * 2 + 4 * kRowsK * 2 + kRows * 16 + S * 4;
+};
+
+struct BwdArgs {
+  int B, T, H, n_blocks, Tp, n_tiles;
+  float scale, scale_log2;
+  const double* g;
+  const float* q_hat;                       // (B·H, Tp, D)
+  const __nv_bfloat16 *k_hat, *w_b, *u_b;   // (B·H, Tp, D)
+  const __half *w_h, *u_h;                  // (B·H, Tp, D)
+  const __nv_bfloat16 *v, *o, *dout;        // (B, T, H, D)
+  const float* lse;                         // (B, T, H)
+  uint4* states;                            // (CTAs, n_blocks, kWarps, D / 16, 32): R_J fragments
+  path::Accumulators acc;
+  bool gated;
+};
+
+template <int S, int D>
+__global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_kernel(BwdArgs a) {
+  using L = BwdLayout<S, D>;
+  constexpr int LD = L::LD, LK = L::LK, NS = S / 8, ND = D / 8, KD = D / 16;
+  constexpr int kWarps = kBwdWarps, kRows = L::kRows, NT = kWarps * 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  uint16_t* k_s = reinterpret_cast<uint16_t*>(smem);  // (S, D) each: K̃_J, V_J, W_J, U_J
+  uint16_t* v_s = k_s + L::kTile;
+  uint16_t* w_s = k_s + 2 * L::kTile;
+  uint16_t* u_s = k_s + 3 * L::kTile;
+  double* gk = reinterpret_cast<double*>(smem + 4 * L::kTile * 2);  // (S)
+  uint16_t* do_s = reinterpret_cast<uint16_t*>(smem + L::kStage);    // (kRows, D): dout
+  uint16_t* r_s = do_s + L::kRowsD;                                   // (kRows, D): R_J
+  uint16_t* gam_s = r_s + L::kRowsD;                                  // (kRows, D): γ before the step
+  uint16_t* p_s = gam_s + L::kRowsD;                                  // (kRows, S) each: P, dZ, X, −Y
+  uint16_t* z_s = p_s + L::kRowsK;
+  uint16_t* x_s = z_s + L::kRowsK;
+  uint16_t* y_s = x_s + L::kRowsK;
+  double* gq = reinterpret_cast<double*>(y_s + L::kRowsK);            // (kRows)
+  float* lse_s = reinterpret_cast<float*>(gq + kRows);                // (kRows), base 2
+  float* delta_s = lse_s + kRows;                                     // (kRows)
+  float* col_sum = delta_s + kRows;                                   // (S)
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+  const int64_t vstride = int64_t(a.H) * D;
+  const path::Accumulators& acc = a.acc;
+  uint4* states = a.states + int64_t(blockIdx.x) * a.n_blocks * kWarps * KD * 32;
+  const int n_bh = a.B * a.H;
+
+  for (int item = blockIdx.x; item < n_bh * a.n_tiles; item += gridDim.x) {
+    const int bh = item % n_bh, b = bh / a.H, h = bh % a.H;
+    const int a0 = (a.n_tiles - 1 - item / n_bh) * kRows;
+    const int w0 = a0 + 16 * warp, I = w0 / S;
+    const bool active = I < a.n_blocks;
+    const int top = min((a0 + kRows - 1) / S, a.n_blocks - 1);
+    const int64_t head = int64_t(bh) * a.Tp;
+    const int64_t in0 = (int64_t(b) * a.T * a.H + h) * D;  // (B, T, H, D) offset of (b, 0, h)
+    auto st = [&](int J, int kk) { return states + ((int64_t(J) * kWarps + warp) * KD + kk) * 32 + lane; };
+
+    __syncthreads();  // the previous item is done with shared memory
+    // dout rows (0 past T), lse (base 2), G; δ_i = dout_i·o_i (also for prep's UT backward).
+    stage_rows<D, LD, NT>(do_s, a.dout + in0 + int64_t(a0) * vstride, vstride, kRows, min(kRows, a.T - a0));
+    cp_async_commit();
+    for (int r = threadIdx.x; r < kRows; r += NT) {
+      const int t = a0 + r;
+      lse_s[r] = t < a.T ? a.lse[(int64_t(b) * a.T + t) * a.H + h] * kLog2e : 0.f;
+      gq[r] = a.gated && t < a.Tp ? a.g[head + t] : 0.0;
+    }
+    for (int r = 16 * warp; r < 16 * warp + 16; ++r) {
+      const int t = a0 + r;
+      float s = 0.f;
+      if (t < a.T)
+        for (int c = lane; c < D; c += 32) {
+          const int64_t i = in0 + int64_t(t) * vstride + c;
+          s += __bfloat162float(a.dout[i]) * __bfloat162float(a.o[i]);
+        }
+      s = warp_sum(s);
+      if (lane == 0) {
+        delta_s[r] = s;
+        if (t < a.Tp) acc.delta[head + t] = s;
+      }
+    }
+
+    // Pre-scan. Warps join at J = I − 1 with R = Q̃_I.
+    float r[ND][4];
+    auto load_q_hat = [&] {
+#pragma unroll
+      for (int j = 0; j < ND; ++j)
+#pragma unroll
+        for (int rho = 0; rho < 2; ++rho) {
+          const float2 x = *reinterpret_cast<const float2*>(a.q_hat + (head + w0 + g + 8 * rho) * D + 8 * j + 2 * t4);
+          r[j][2 * rho] = x.x, r[j][2 * rho + 1] = x.y;
+        }
+    };
+    for (int J = top - 1; J >= 0; --J) {
+      const bool part = active && J < I;
+      if (part && J == I - 1) load_q_hat();
+      if (part)
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+          uint32_t f[4];
+          c_to_a<Bf16>(f, r[2 * kk], r[2 * kk + 1]);
+          *st(J, kk) = make_uint4(f[0], f[1], f[2], f[3]);
+        }
+      if (J == 0) break;
+      __syncthreads();  // the previous step is done with W, U
+      const int64_t r0 = head + int64_t(J) * S;
+      stage_rows<D, LD, NT>(w_s, a.w_h + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(u_s, a.u_h + r0 * D, D, S, S);
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      if (!part) continue;
+      float x[NS][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) {
+        uint32_t rh[4];
+        c_to_a<F16>(rh, r[2 * kk], r[2 * kk + 1]);
+#pragma unroll
+        for (int nn = 0; nn < S / 16; ++nn) {
+          uint32_t bw[4];
+          load_b_nk(bw, w_s, LD, 16 * nn, 16 * kk);
+          mma_16816<F16>(x[2 * nn], rh, bw[0], bw[1]);
+          mma_16816<F16>(x[2 * nn + 1], rh, bw[2], bw[3]);
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < S / 16; ++kk) {
+        uint32_t xa[4];
+        c_to_a<F16>(xa, x[2 * kk], x[2 * kk + 1], -1.f);
+#pragma unroll
+        for (int nd = 0; nd < D / 16; ++nd) {
+          uint32_t bu[4];
+          load_b_kn(bu, u_s, LD, 16 * kk, 16 * nd);
+          mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
+          mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
+        }
+      }
+    }
+
+    // Reverse scan. r now holds γ.
+    cp_async_wait<0>();
+    __syncthreads();  // dout is in shared memory
+    uint32_t dof[KD][4];  // dout rows as A fragments
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) load_a(dof[kk], do_s, LD, 16 * warp, 16 * kk);
+    float (&gam)[ND][4] = r;
+#pragma unroll
+    for (int j = 0; j < ND; ++j) gam[j][0] = gam[j][1] = gam[j][2] = gam[j][3] = 0.f;
+    float row_sum[2] = {0.f, 0.f};
+    for (int J = 0; J < top; ++J) {
+      const bool part = active && J < I;
+      const int64_t r0 = head + int64_t(J) * S;
+      __syncthreads();  // the previous step's products are done with shared memory
+      stage_rows<D, LD, NT>(k_s, a.k_hat + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(v_s, a.v + in0 + int64_t(J) * S * vstride, vstride, S, S);
+      stage_rows<D, LD, NT>(w_s, a.w_b + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(u_s, a.u_b + r0 * D, D, S, S);
+      for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(gk + 2 * e, a.g + r0 + 2 * e);
+      cp_async_commit();
+      for (int c = threadIdx.x; c < S; c += NT) col_sum[c] = 0.f;
+      uint32_t rf[KD][4];  // R_J as A fragments
+      if (part)
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+          const uint4 f = *st(J, kk);
+          rf[kk][0] = f.x, rf[kk][1] = f.y, rf[kk][2] = f.z, rf[kk][3] = f.w;
+        }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      const int row0 = 16 * warp + g;  // this thread's rows row0, row0 + 8 in the (kRows, ·) tiles
+      auto put = [&](uint16_t* m, int ld, int c, float x0, float x1, int rho) {
+        *reinterpret_cast<uint32_t*>(m + (row0 + 8 * rho) * ld + c) = pack2<Bf16>(x0, x1);
+      };
+      if (part) {
+        float z[NS][4] = {}, x[NS][4] = {}, dp[NS][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk)
+#pragma unroll
+          for (int nn = 0; nn < S / 16; ++nn) {
+            uint32_t bk[4], bw[4], bv[4];
+            load_b_nk(bk, k_s, LD, 16 * nn, 16 * kk);
+            load_b_nk(bw, w_s, LD, 16 * nn, 16 * kk);
+            load_b_nk(bv, v_s, LD, 16 * nn, 16 * kk);
+            mma_16816<Bf16>(z[2 * nn], rf[kk], bk[0], bk[1]);
+            mma_16816<Bf16>(z[2 * nn + 1], rf[kk], bk[2], bk[3]);
+            mma_16816<Bf16>(x[2 * nn], rf[kk], bw[0], bw[1]);
+            mma_16816<Bf16>(x[2 * nn + 1], rf[kk], bw[2], bw[3]);
+            mma_16816<Bf16>(dp[2 * nn], dof[kk], bv[0], bv[1]);
+            mma_16816<Bf16>(dp[2 * nn + 1], dof[kk], bv[2], bv[3]);
+          }
+        // P, dS, dZ; z becomes dZ. Rows past T have lse 0 and dout 0: P may be nonzero there, so mask.
+        float cs[NS][2] = {};
+#pragma unroll
+        for (int rho = 0; rho < 2; ++rho) {
+          const int rr = row0 + 8 * rho;
+          const bool valid = a0 + rr < a.T;
+#pragma unroll
+          for (int j = 0; j < NS; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int c = 8 * j + 2 * t4 + e;
+              float s = z[j][2 * rho + e] * a.scale_log2 - lse_s[rr];
+              if (a.gated) s += float(gq[rr] - gk[c]) * kLog2e;
+              const float p = valid ? exp2f(s) : 0.f;
+              const float ds = p * (dp[j][2 * rho + e] - delta_s[rr]);
+              dp[j][2 * rho + e] = p;
+              z[j][2 * rho + e] = a.scale * ds;
+              row_sum[rho] += ds;
+              cs[j][e] += ds;
+            }
+#pragma unroll
+          for (int j = 0; j < NS; ++j) {
+            put(p_s, LK, 8 * j + 2 * t4, dp[j][2 * rho], dp[j][2 * rho + 1], rho);
+            put(z_s, LK, 8 * j + 2 * t4, z[j][2 * rho], z[j][2 * rho + 1], rho);
+            put(x_s, LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
+          }
+        }
+        // Column sums over the warp's 16 rows (lanes with equal t4), then over the warps.
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v = cs[j][e];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            if (g == 0) atomicAdd(&col_sum[8 * j + 2 * t4 + e], v);
+          }
+        // R_J and γ (before this step) into shared memory for the key-side products.
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+          uint32_t* rr = reinterpret_cast<uint32_t*>(r_s);
+          const int c = (16 * kk + 2 * t4) / 2, ld2 = LD / 2;
+          rr[row0 * ld2 + c] = rf[kk][0], rr[(row0 + 8) * ld2 + c] = rf[kk][1];
+          rr[row0 * ld2 + c + 4] = rf[kk][2], rr[(row0 + 8) * ld2 + c + 4] = rf[kk][3];
+        }
+#pragma unroll
+        for (int j = 0; j < ND; ++j)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) put(gam_s, LD, 8 * j + 2 * t4, gam[j][2 * rho], gam[j][2 * rho + 1], rho);
+        // −Y = −γ U_Jᵀ (J > 0: γ = 0 at J = 0)
+        float y[NS][4] = {};
+        if (J > 0) {
+#pragma unroll
+          for (int kk = 0; kk < KD; ++kk) {
+            uint32_t ga[4];
+            c_to_a<Bf16>(ga, gam[2 * kk], gam[2 * kk + 1], -1.f);
+#pragma unroll
+            for (int nn = 0; nn < S / 16; ++nn) {
+              uint32_t bu[4];
+              load_b_nk(bu, u_s, LD, 16 * nn, 16 * kk);
+              mma_16816<Bf16>(y[2 * nn], ga, bu[0], bu[1]);
+              mma_16816<Bf16>(y[2 * nn + 1], ga, bu[2], bu[3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < NS; ++j)
+#pragma unroll
+          for (int rho = 0; rho < 2; ++rho) put(y_s, LK, 8 * j + 2 * t4, y[j][2 * rho], y[j][2 * rho + 1], rho);
+        // γ ← γ + dZ K̃_J + (−Y) W_J
+#pragma unroll
+        for (int kk = 0; kk < S / 16; ++kk) {
+          uint32_t za[4], ya[4];
+          c_to_a<Bf16>(za, z[2 * kk], z[2 * kk + 1]);
+          c_to_a<Bf16>(ya, y[2 * kk], y[2 * kk + 1]);
+#pragma unroll
+          for (int nd = 0; nd < D / 16; ++nd) {
+            uint32_t bk[4], bw[4];
+            load_b_kn(bk, k_s, LD, 16 * kk, 16 * nd);
+            load_b_kn(bw, w_s, LD, 16 * kk, 16 * nd);
+            mma_16816<Bf16>(gam[2 * nd], za, bk[0], bk[1]);
+            mma_16816<Bf16>(gam[2 * nd + 1], za, bk[2], bk[3]);
+            if (J > 0) {
+              mma_16816<Bf16>(gam[2 * nd], ya, bw[0], bw[1]);
+              mma_16816<Bf16>(gam[2 * nd + 1], ya, bw[2], bw[3]);
+            }
+          }
+        }
+      } else {  // zero rows: this warp adds nothing to the key-side products
+        for (int e = lane; e < 16 * LD / 2; e += 32) {
+          reinterpret_cast<uint32_t*>(r_s + 16 * warp * LD)[e] = 0u;
+          reinterpret_cast<uint32_t*>(gam_s + 16 * warp * LD)[e] = 0u;
+        }
+        for (int e = lane; e < 16 * LK / 2; e += 32) {
+          reinterpret_cast<uint32_t*>(p_s + 16 * warp * LK)[e] = 0u;
+          reinterpret_cast<uint32_t*>(z_s + 16 * warp * LK)[e] = 0u;
+          reinterpret_cast<uint32_t*>(x_s + 16 * warp * LK)[e] = 0u;
+          reinterpret_cast<uint32_t*>(y_s + 16 * warp * LK)[e] = 0u;
+        }
+      }
+      __syncthreads();
+
+      // Key-side products, (S, D) each, in tiles of 16 keys × TW columns spread over the warps:
+      // dV += Pᵀ dout, dK̃ += dZᵀ R, dU += −Xᵀ γ_old, dW += (−Y)ᵀ R (the last two for J > 0).
+      constexpr int TW = D < 64 ? D : 64, NTW = TW / 8, per = (S / 16) * (D / TW);
+      const int n_out = J > 0 ? 4 : 2;
+      for (int tile = warp; tile < n_out * per; tile += kWarps) {
+        const int which = tile / per, k0 = (tile % per) / (D / TW) * 16, d0 = (tile % (D / TW)) * TW;
+        const uint16_t* am = which == 0 ? p_s : which == 1 ? z_s : which == 2 ? x_s : y_s;
+        const uint16_t* bm = which == 0 ? do_s : which == 2 ? gam_s : r_s;
+        float* out = which == 0 ? acc.dv : which == 1 ? acc.dk_hat : which == 2 ? acc.du : acc.dw_scan;
+        const float sign = which == 2 ? -1.f : 1.f;
+        float t[NTW][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < kRows / 16; ++kk) {
+          uint32_t at[4];
+          load_a_t(at, am, LK, k0, 16 * kk);
+#pragma unroll
+          for (int nn = 0; nn < TW / 16; ++nn) {
+            uint32_t bb[4];
+            load_b_kn(bb, bm, LD, 16 * kk, d0 + 16 * nn);
+            mma_16816<Bf16>(t[2 * nn], at, bb[0], bb[1]);
+            mma_16816<Bf16>(t[2 * nn + 1], at, bb[2], bb[3]);
+          }
+        }
+        // Lanes t4 and t4 ^ 1 swap halves so each holds 4 adjacent columns of one row: even t4 row g,
+        // odd t4 row g + 8, columns 8j + 4·(t4 / 2) … + 3; then one float4 atomic each.
+        const bool odd = t4 & 1;
+        float* dst = out + (r0 + k0 + g + (odd ? 8 : 0)) * D + d0 + 4 * (t4 >> 1);
+#pragma unroll
+        for (int j = 0; j < NTW; ++j) {
+          const float s0 = __shfl_xor_sync(0xffffffffu, odd ? t[j][0] : t[j][2], 1);
+          const float s1 = __shfl_xor_sync(0xffffffffu, odd ? t[j][1] : t[j][3], 1);
+          const float4 v = odd ? make_float4(s0, s1, t[j][2], t[j][3]) : make_float4(t[j][0], t[j][1], s0, s1);
+          atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), make_float4(sign * v.x, sign * v.y, sign * v.z, sign * v.w));
+        }
+      }
+      for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_sum[c]);
+    }
+
+    // dQ̃ = γ for the warp's rows (every row of the head's blocks); dG_i += Σ_j dS_ij.
+    if (!active) continue;
+#pragma unroll
+    for (int rho = 0; rho < 2; ++rho) {
+      const int t = w0 + g + 8 * rho;
+#pragma unroll
+      for (int j = 0; j < ND; ++j)
+        *reinterpret_cast<float2*>(acc.dq_hat + (head + t) * D + 8 * j + 2 * t4) =
+            make_float2(gam[j][2 * rho], gam[j][2 * rho + 1]);
+      const float rs = quad_sum(row_sum[rho]);
+      if (t4 == 0 && I > 0) atomicAdd(&acc.dg[head + t], rs);
+    }
+  }
+}
+
+// Carves one scratch() region; with a null base it only measures.
+struct Carver {
+  char* base;
+  size_t used = 0;
+  template <class T>
+  T* take(size_t n) {
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += (n * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+};
+
+void pack(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
+          const path::Prepared& p, const float* w, const AttnShape& sh) {
+  const int64_t n = int64_t(sh.B) * sh.H * p.Tp * sh.D;
+  pack_kernel<<<int(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, stream()>>>(
+      kb, wh, uh, wb, ub, p.k_hat, p.u, w, sh.T, sh.H, sh.D, p.Tp, n);
+  PB_LAUNCH_CHECK();
+}
+
+const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+
+template <int S, int D>
+void scan(const ScanArgs& args) {
+  using L = Layout<S, D>;
+  set_smem(path_scan_bf16_kernel<S, D>, L::kBytes);
+  path_scan_bf16_kernel<S, D><<<dim3(args.B * args.H, args.n_tiles), kFwdWarps * 32, L::kBytes, stream()>>>(args);
+  PB_LAUNCH_CHECK();
+}
+
+void check_shape(const AttnShape& sh) {
+  if (sh.D != 32 && sh.D != 64 && sh.D != 128)
+    throw_cuda_error("path_attention_bf16", "head dim must be 32, 64 or 128", __FILE__, __LINE__);
+}
+
+}  // namespace
+
+void path_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k,
+                                 const bf16_bits* v, const float* w, const float* beta,
+                                 const float* log_f, const PathAttentionArgs& args) {
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_shape(sh);
+  const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
+  const int S = sh.D > 64 ? 32 : 64, n_blocks = ceil_div(sh.T, S);
+  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * sh.D;  // (B·H, Tp, D)
+
+  // Arena 2: fp32 q, k for prep (dead after it), then the packed K̃, W, U.
+  Carver measure{nullptr};
+  measure.take<float>(n);
+  measure.take<float>(n);
+  measure.take<uint16_t>(3 * packed);
+  Carver cv{static_cast<char*>(scratch(measure.used, 2))};
+  float* q32 = cv.take<float>(n);
+  float* k32 = cv.take<float>(n);
+  from_bf16(q32, q, n);
+  from_bf16(k32, k, n);
+  const path::Prepared p = path::prepare(q32, k32, w, beta, log_f, args);
+
+  auto* kb = cv.take<__nv_bfloat16>(packed);
+  auto* wh = cv.take<__half>(packed);
+  auto* uh = cv.take<__half>(packed);
+  pack(kb, wh, uh, nullptr, nullptr, p, w, sh);
+
+  const ScanArgs sa{sh.B, sh.T, sh.H, p.n_blocks, p.Tp, ceil_div(sh.T, Layout<64, 64>::kRows),
+                    float(args.scale) * kLog2e, p.g, p.q_hat, p.s_loc, kb, wh, uh, bf(v),
+                    reinterpret_cast<__nv_bfloat16*>(o), lse, log_f != nullptr};
+  if (sh.D == 32)
+    scan<64, 32>(sa);
+  else if (sh.D == 64)
+    scan<64, 64>(sa);
+  else
+    scan<32, 128>(sa);
+}
+
+namespace {
+
+// The bf16 scan's grid: the CTAs resident on the whole device at once (after the smem opt-in).
+template <int S, int D>
+int resident_ctas() {
+  set_smem(path_scan_backward_bf16_kernel<S, D>, BwdLayout<S, D>::kBytes);
+  int device = 0, sms = 0, per_sm = 0;
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, path_scan_backward_bf16_kernel<S, D>,
+                                                              kBwdWarps * 32, BwdLayout<S, D>::kBytes));
+  return sms * std::max(per_sm, 1);
+}
+
+template <int S, int D>
+void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float* dbeta, float* dlog_f,
+                   const bf16_bits* dout, const bf16_bits* o, const float* lse, const bf16_bits* q,
+                   const bf16_bits* k, const bf16_bits* v, const float* w, const float* beta,
+                   const float* log_f, const PathAttentionArgs& args) {
+  const AttnShape& sh = args.shape;
+  const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
+  const int n_blocks = ceil_div(sh.T, S), n_tiles = ceil_div(sh.T, BwdLayout<S, D>::kRows);
+  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * D;
+  const int ctas = std::min(resident_ctas<S, D>(), sh.B * sh.H * n_tiles);
+  const int64_t state_words = int64_t(ctas) * n_blocks * kBwdWarps * (D / 16) * 32;  // uint4 each
+
+  // Arena 2: fp32 q, k, v, dout (for prep and the UT backward), fp32 dq, dk, dv (its outputs),
+  // the packed K̃, W, U and the scan states.
+  Carver sizes{nullptr};
+  for (int i = 0; i < 7; ++i) sizes.take<float>(n);
+  for (int i = 0; i < 5; ++i) sizes.take<uint16_t>(packed);
+  sizes.take<uint4>(state_words);
+  Carver cv{static_cast<char*>(scratch(sizes.used, 2))};
+  float *q32 = cv.take<float>(n), *k32 = cv.take<float>(n), *v32 = cv.take<float>(n), *do32 = cv.take<float>(n);
+  float *dq32 = cv.take<float>(n), *dk32 = cv.take<float>(n), *dv32 = cv.take<float>(n);
+  auto* kb = cv.take<__nv_bfloat16>(packed);
+  auto* wh = cv.take<__half>(packed);
+  auto* uh = cv.take<__half>(packed);
+  auto* wb = cv.take<__nv_bfloat16>(packed);
+  auto* ub = cv.take<__nv_bfloat16>(packed);
+  auto* states = cv.take<uint4>(state_words);
+
+  from_bf16(q32, q, n);
+  from_bf16(k32, k, n);
+  from_bf16(v32, v, n);
+  from_bf16(do32, dout, n);
+  const path::Accumulators acc = path::backward_begin(q32, k32, w, beta, log_f, args);
+  pack(kb, wh, uh, wb, ub, acc, w, sh);
+  const BwdArgs ba{sh.B, sh.T, sh.H, n_blocks, acc.Tp, n_tiles, float(args.scale), float(args.scale) * kLog2e,
+                   acc.g, acc.q_hat, kb, wb, ub, wh, uh, bf(v), bf(o), bf(dout), lse, states, acc,
+                   log_f != nullptr};
+  path_scan_backward_bf16_kernel<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
+  PB_LAUNCH_CHECK();
+  path::backward_end(acc, dq32, dk32, dv32, dw, dbeta, dlog_f, do32, lse, q32, k32, v32, w, beta, log_f, args);
+  to_bf16(dq, dq32, n);
+  to_bf16(dk, dk32, n);
+  to_bf16(dv, dv32, n);
+}
+
+}  // namespace
+
+void path_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float* dbeta,
+                                  float* dlog_f, const bf16_bits* dout, const bf16_bits* o,
+                                  const float* lse, const bf16_bits* q, const bf16_bits* k,
+                                  const bf16_bits* v, const float* w, const float* beta,
+                                  const float* log_f, const PathAttentionArgs& args) {
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_shape(sh);
+  if (sh.D == 32)
+    backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+  else if (sh.D == 64)
+    backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+  else
+    backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+}
+
+}  // namespace pb::cuda
