@@ -16,7 +16,11 @@
 //              R ← R − x U_J                   mma f16, R kept in fp32 registers (J > 0)
 //            K̃_J, V_J, W_J, U_J are staged in shared memory by cp.async, double-buffered.
 //            o = acc / l (bf16), lse = ln Σ_j e^{s_ij} (fp32).
-// Backward: for now the fp32 kernels on the bf16 values (path_attention.cu), converted in and out.
+// Backward: convert q, k, v, dout to fp32, path_attention.cu's prep and zeroed accumulators
+// (path::backward_begin), pack, the tensor-core backward scan below (it writes δ, dQ̃ and the
+// off-diagonal dV, dK̃, dU, dW, dG), then path_attention.cu's fp32 UT backward and gate kernels
+// (path::backward_end) into fp32 dq, dk, dv, rounded to bf16 last.
+// Versions, predictions and measurements: kernels/dev/path_bf16_notes.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
