@@ -333,7 +333,7 @@ struct BwdLayout {
   static constexpr int kTile = S * LD;          // one (S, D) tile
   static constexpr int kStage = 4 * kTile * 2 + S * 8;  // K̃, V, W, U (the pre-scan: W, U f16), G
   static constexpr int kRowsD = kRows * LD, kRowsK = kRows * LK;
-  static constexpr int kBytes = kStage + 3 * kRowsD * 2 + 4 * kRowsK * 2 + kRows * 16 + S * 4;
+  static constexpr int kBytes = 2 * kStage + 3 * kRowsD * 2 + 4 * kRowsK * 2 + kRows * 16 + S * 4;
 };
 
 struct BwdArgs {
@@ -356,12 +356,13 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   constexpr int LD = L::LD, LK = L::LK, NS = S / 8, ND = D / 8, KD = D / 16;
   constexpr int kWarps = kBwdWarps, kRows = L::kRows, NT = kWarps * 32;
   extern __shared__ __align__(16) unsigned char smem[];
-  uint16_t* k_s = reinterpret_cast<uint16_t*>(smem);  // (S, D) each: K̃_J, V_J, W_J, U_J
-  uint16_t* v_s = k_s + L::kTile;
-  uint16_t* w_s = k_s + 2 * L::kTile;
-  uint16_t* u_s = k_s + 3 * L::kTile;
-  double* gk = reinterpret_cast<double*>(smem + 4 * L::kTile * 2);  // (S)
-  uint16_t* do_s = reinterpret_cast<uint16_t*>(smem + L::kStage);    // (kRows, D): dout
+  // Two stages b = 0, 1 of (S, D) tiles K̃_J, V_J, W_J, U_J and G_J (S), double-buffered.
+  auto k_s = [&](int b) { return reinterpret_cast<uint16_t*>(smem + b * L::kStage); };
+  auto v_s = [&](int b) { return k_s(b) + L::kTile; };
+  auto w_s = [&](int b) { return k_s(b) + 2 * L::kTile; };
+  auto u_s = [&](int b) { return k_s(b) + 3 * L::kTile; };
+  auto g_s = [&](int b) { return reinterpret_cast<double*>(smem + b * L::kStage + 4 * L::kTile * 2); };
+  uint16_t* do_s = reinterpret_cast<uint16_t*>(smem + 2 * L::kStage);  // (kRows, D): dout
   uint16_t* r_s = do_s + L::kRowsD;                                   // (kRows, D): R_J
   uint16_t* gam_s = r_s + L::kRowsD;                                  // (kRows, D): γ before the step
   uint16_t* p_s = gam_s + L::kRowsD;                                  // (kRows, S) each: P, dZ, X, −Y
@@ -424,8 +425,17 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           r[j][2 * rho] = x.x, r[j][2 * rho + 1] = x.y;
         }
     };
+    // W_J, U_J (f16) of the pre-scan step J ≥ 1 into stage b.
+    auto load_wu = [&](int b, int J) {
+      const int64_t r0 = head + int64_t(J) * S;
+      stage_rows<D, LD, NT>(w_s(b), a.w_h + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(u_s(b), a.u_h + r0 * D, D, S, S);
+    };
+    if (top - 1 >= 1) load_wu(0, top - 1);
+    cp_async_commit();
     for (int J = top - 1; J >= 0; --J) {
       const bool part = active && J < I;
+      const int b = (top - 1 - J) & 1;
       if (part && J == I - 1) load_q_hat();
       if (part)
 #pragma unroll
@@ -435,12 +445,10 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           *st(J, kk) = make_uint4(f[0], f[1], f[2], f[3]);
         }
       if (J == 0) break;
-      __syncthreads();  // the previous step is done with W, U
-      const int64_t r0 = head + int64_t(J) * S;
-      stage_rows<D, LD, NT>(w_s, a.w_h + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(u_s, a.u_h + r0 * D, D, S, S);
+      __syncthreads();  // every warp is done with stage b ^ 1 (the previous step)
+      if (J - 1 >= 1) load_wu(b ^ 1, J - 1);
       cp_async_commit();
-      cp_async_wait<0>();
+      cp_async_wait<1>();  // step J's W, U (committed one step earlier) have landed
       __syncthreads();
       if (!part) continue;
       float x[NS][4] = {};
@@ -451,7 +459,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
         for (int nn = 0; nn < S / 16; ++nn) {
           uint32_t bw[4];
-          load_b_nk(bw, w_s, LD, 16 * nn, 16 * kk);
+          load_b_nk(bw, w_s(b), LD, 16 * nn, 16 * kk);
           mma_16816<F16>(x[2 * nn], rh, bw[0], bw[1]);
           mma_16816<F16>(x[2 * nn + 1], rh, bw[2], bw[3]);
         }
@@ -463,7 +471,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
         for (int nd = 0; nd < D / 16; ++nd) {
           uint32_t bu[4];
-          load_b_kn(bu, u_s, LD, 16 * kk, 16 * nd);
+          load_b_kn(bu, u_s(b), LD, 16 * kk, 16 * nd);
           mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
           mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
         }
@@ -480,15 +488,23 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
     for (int j = 0; j < ND; ++j) gam[j][0] = gam[j][1] = gam[j][2] = gam[j][3] = 0.f;
     float row_sum[2] = {0.f, 0.f};
+    // K̃_J, V_J, W_J, U_J (bf16) and G_J of the reverse step J into stage b.
+    auto load_block = [&](int b, int J) {
+      const int64_t r0 = head + int64_t(J) * S;
+      stage_rows<D, LD, NT>(k_s(b), a.k_hat + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(v_s(b), a.v + in0 + int64_t(J) * S * vstride, vstride, S, S);
+      stage_rows<D, LD, NT>(w_s(b), a.w_b + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(u_s(b), a.u_b + r0 * D, D, S, S);
+      for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(b) + 2 * e, a.g + r0 + 2 * e);
+    };
+    if (top > 0) load_block(0, 0);
+    cp_async_commit();
     for (int J = 0; J < top; ++J) {
       const bool part = active && J < I;
       const int64_t r0 = head + int64_t(J) * S;
-      __syncthreads();  // the previous step's products are done with shared memory
-      stage_rows<D, LD, NT>(k_s, a.k_hat + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(v_s, a.v + in0 + int64_t(J) * S * vstride, vstride, S, S);
-      stage_rows<D, LD, NT>(w_s, a.w_b + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(u_s, a.u_b + r0 * D, D, S, S);
-      for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(gk + 2 * e, a.g + r0 + 2 * e);
+      const int b = J & 1;
+      __syncthreads();  // the previous step is done with shared memory (stage b ^ 1 included)
+      if (J + 1 < top) load_block(b ^ 1, J + 1);
       cp_async_commit();
       for (int c = threadIdx.x; c < S; c += NT) col_sum[c] = 0.f;
       uint32_t rf[KD][4];  // R_J as A fragments
@@ -498,7 +514,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           const uint4 f = *st(J, kk);
           rf[kk][0] = f.x, rf[kk][1] = f.y, rf[kk][2] = f.z, rf[kk][3] = f.w;
         }
-      cp_async_wait<0>();
+      cp_async_wait<1>();  // step J's tiles (committed one step earlier) have landed
       __syncthreads();
 
       const int row0 = 16 * warp + g;  // this thread's rows row0, row0 + 8 in the (kRows, ·) tiles
@@ -512,9 +528,9 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
           for (int nn = 0; nn < S / 16; ++nn) {
             uint32_t bk[4], bw[4], bv[4];
-            load_b_nk(bk, k_s, LD, 16 * nn, 16 * kk);
-            load_b_nk(bw, w_s, LD, 16 * nn, 16 * kk);
-            load_b_nk(bv, v_s, LD, 16 * nn, 16 * kk);
+            load_b_nk(bk, k_s(b), LD, 16 * nn, 16 * kk);
+            load_b_nk(bw, w_s(b), LD, 16 * nn, 16 * kk);
+            load_b_nk(bv, v_s(b), LD, 16 * nn, 16 * kk);
             mma_16816<Bf16>(z[2 * nn], rf[kk], bk[0], bk[1]);
             mma_16816<Bf16>(z[2 * nn + 1], rf[kk], bk[2], bk[3]);
             mma_16816<Bf16>(x[2 * nn], rf[kk], bw[0], bw[1]);
@@ -534,7 +550,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
             for (int e = 0; e < 2; ++e) {
               const int c = 8 * j + 2 * t4 + e;
               float s = z[j][2 * rho + e] * a.scale_log2 - lse_s[rr];
-              if (a.gated) s += float(gq[rr] - gk[c]) * kLog2e;
+              if (a.gated) s += float(gq[rr] - g_s(b)[c]) * kLog2e;
               const float p = valid ? exp2f(s) : 0.f;
               const float ds = p * (dp[j][2 * rho + e] - delta_s[rr]);
               dp[j][2 * rho + e] = p;
@@ -582,7 +598,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
             for (int nn = 0; nn < S / 16; ++nn) {
               uint32_t bu[4];
-              load_b_nk(bu, u_s, LD, 16 * nn, 16 * kk);
+              load_b_nk(bu, u_s(b), LD, 16 * nn, 16 * kk);
               mma_16816<Bf16>(y[2 * nn], ga, bu[0], bu[1]);
               mma_16816<Bf16>(y[2 * nn + 1], ga, bu[2], bu[3]);
             }
@@ -601,8 +617,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
           for (int nd = 0; nd < D / 16; ++nd) {
             uint32_t bk[4], bw[4];
-            load_b_kn(bk, k_s, LD, 16 * kk, 16 * nd);
-            load_b_kn(bw, w_s, LD, 16 * kk, 16 * nd);
+            load_b_kn(bk, k_s(b), LD, 16 * kk, 16 * nd);
+            load_b_kn(bw, w_s(b), LD, 16 * kk, 16 * nd);
             mma_16816<Bf16>(gam[2 * nd], za, bk[0], bk[1]);
             mma_16816<Bf16>(gam[2 * nd + 1], za, bk[2], bk[3]);
             if (J > 0) {
