@@ -1013,36 +1013,6 @@ Prepared prepare(const float* q, const float* k, const float* w, const float* be
                                                             : prepare_impl<32, 128>(in, args);
 }
 
-void forward_f32(float* o, float* lse, const float* q, const float* k, const float* v, const float* w,
-                 const float* beta, const float* log_f, const PathAttentionArgs& args) {
-  const AttnShape& sh = args.shape;
-  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
-  check_head_dim(sh.D);
-  const Inputs in{q, k, v, w, beta, log_f};
-  if (sh.D <= 32)
-    forward_impl<64, 32>(o, lse, in, args);
-  else if (sh.D <= 64)
-    forward_impl<64, 64>(o, lse, in, args);
-  else
-    forward_impl<32, 128>(o, lse, in, args);
-}
-
-void backward_f32(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
-                  const float* dout, const float* o, const float* lse, const float* q, const float* k,
-                  const float* v, const float* w, const float* beta, const float* log_f,
-                  const PathAttentionArgs& args) {
-  const AttnShape& sh = args.shape;
-  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
-  check_head_dim(sh.D);
-  const Inputs in{q, k, v, w, beta, log_f};
-  if (sh.D <= 32)
-    backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
-  else if (sh.D <= 64)
-    backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
-  else
-    backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
-}
-
 Accumulators backward_begin(const float* q, const float* k, const float* w, const float* beta,
                             const float* log_f, const PathAttentionArgs& args) {
   check_head_dim(args.shape.D);
@@ -1083,7 +1053,16 @@ void path_attention_forward(float* o, float* lse, const float* q, const float* k
                             const PathAttentionArgs& args) {
   if (precision() == Precision::BF16)
     return path_attention_forward_mixed(o, lse, q, k, v, w, beta, log_f, args);
-  path::forward_f32(o, lse, q, k, v, w, beta, log_f, args);
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_head_dim(sh.D);
+  const Inputs in{q, k, v, w, beta, log_f};
+  if (sh.D <= 32)
+    forward_impl<64, 32>(o, lse, in, args);
+  else if (sh.D <= 64)
+    forward_impl<64, 64>(o, lse, in, args);
+  else
+    forward_impl<32, 128>(o, lse, in, args);
 }
 
 void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
@@ -1093,7 +1072,16 @@ void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* 
   if (precision() == Precision::BF16)
     return path_attention_backward_mixed(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w,
                                          beta, log_f, args);
-  path::backward_f32(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+  const AttnShape& sh = args.shape;
+  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
+  check_head_dim(sh.D);
+  const Inputs in{q, k, v, w, beta, log_f};
+  if (sh.D <= 32)
+    backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+  else if (sh.D <= 64)
+    backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
+  else
+    backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, in, args);
 }
 
 }  // namespace pb::cuda

@@ -40,12 +40,4 @@ void backward_end(const Accumulators& acc, float* dq, float* dk, float* dv, floa
                   const float* v, const float* w, const float* beta, const float* log_f,
                   const PathAttentionArgs& args);
 
-// The fp32 op itself (what path_attention_forward/backward run at fp32 precision).
-void forward_f32(float* o, float* lse, const float* q, const float* k, const float* v, const float* w,
-                 const float* beta, const float* log_f, const PathAttentionArgs& args);
-void backward_f32(float* dq, float* dk, float* dv, float* dw, float* dbeta, float* dlog_f,
-                  const float* dout, const float* o, const float* lse, const float* q, const float* k,
-                  const float* v, const float* w, const float* beta, const float* log_f,
-                  const PathAttentionArgs& args);
-
 }  // namespace pb::cuda::path
