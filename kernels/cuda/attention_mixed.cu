@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernels/cuda/attention_bf16.h"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
@@ -29,18 +30,39 @@ void check_head_dim(int D, const char* op) {
                                 std::to_string(D));
 }
 
-// `count` bf16 tensors of n elements each in one scratch region, each 256-byte aligned.
-class Bf16Tensors {
- public:
-  Bf16Tensors(int count, int64_t n) : stride_((size_t(n) * sizeof(bf16_bits) + 255) / 256 * 256) {
-    base_ = static_cast<char*>(scratch(stride_ * size_t(count), kArena));
+// The bf16 arguments of a forward, in scratch arena 1: q, k, v rounded from fp32, and o.
+struct Forward16 {
+  bf16_bits *q, *k, *v, *o;
+  Forward16(const float* q32, const float* k32, const float* v32, int64_t n) {
+    Carver cv{static_cast<char*>(scratch(4 * ((n * sizeof(bf16_bits) + 255) / 256 * 256), kArena))};
+    q = cv.take<bf16_bits>(n), k = cv.take<bf16_bits>(n), v = cv.take<bf16_bits>(n), o = cv.take<bf16_bits>(n);
+    to_bf16(q, q32, n);
+    to_bf16(k, k32, n);
+    to_bf16(v, v32, n);
   }
-  bf16_bits* next() { return reinterpret_cast<bf16_bits*>(base_ + stride_ * used_++); }
+};
 
- private:
-  size_t stride_;
-  char* base_ = nullptr;
-  int used_ = 0;
+// The bf16 arguments of a backward, in scratch arena 1: dout, o, q, k, v rounded from fp32, and
+// dq, dk, dv, widened back by `widen`.
+struct Backward16 {
+  bf16_bits *dout, *o, *q, *k, *v, *dq, *dk, *dv;
+  int64_t n;
+  Backward16(const float* dout32, const float* o32, const float* q32, const float* k32, const float* v32,
+             int64_t n_)
+      : n(n_) {
+    Carver cv{static_cast<char*>(scratch(8 * ((n * sizeof(bf16_bits) + 255) / 256 * 256), kArena))};
+    for (bf16_bits** p : {&dout, &o, &q, &k, &v, &dq, &dk, &dv}) *p = cv.take<bf16_bits>(n);
+    to_bf16(dout, dout32, n);
+    to_bf16(o, o32, n);
+    to_bf16(q, q32, n);
+    to_bf16(k, k32, n);
+    to_bf16(v, v32, n);
+  }
+  void widen(float* dq32, float* dk32, float* dv32) const {
+    from_bf16(dq32, dq, n);
+    from_bf16(dk32, dk, n);
+    from_bf16(dv32, dv, n);
+  }
 };
 
 int64_t numel(const AttnShape& s) { return int64_t(s.B) * s.T * s.H * s.D; }
@@ -54,14 +76,9 @@ void softmax_attention_forward_mixed(float* o, float* lse, const float* q, const
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "softmax attention");
-  const int64_t n = numel(s);
-  Bf16Tensors t(4, n);
-  bf16_bits *q16 = t.next(), *k16 = t.next(), *v16 = t.next(), *o16 = t.next();
-  to_bf16(q16, q, n);
-  to_bf16(k16, k, n);
-  to_bf16(v16, v, n);
-  flash_attention_bf16_forward(o16, lse, q16, k16, v16, log_f, args);
-  from_bf16(o, o16, n);
+  const Forward16 t(q, k, v, numel(s));
+  flash_attention_bf16_forward(t.o, lse, t.q, t.k, t.v, log_f, args);
+  from_bf16(o, t.o, numel(s));
 }
 
 void softmax_attention_backward_mixed(float* dq, float* dk, float* dv, float* dlog_f,
@@ -71,20 +88,9 @@ void softmax_attention_backward_mixed(float* dq, float* dk, float* dv, float* dl
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "softmax attention");
-  const int64_t n = numel(s);
-  Bf16Tensors t(8, n);
-  bf16_bits *dout16 = t.next(), *o16 = t.next(), *q16 = t.next(), *k16 = t.next(), *v16 = t.next();
-  bf16_bits *dq16 = t.next(), *dk16 = t.next(), *dv16 = t.next();
-  to_bf16(dout16, dout, n);
-  to_bf16(o16, o, n);
-  to_bf16(q16, q, n);
-  to_bf16(k16, k, n);
-  to_bf16(v16, v, n);
-  flash_attention_bf16_backward(dq16, dk16, dv16, dlog_f, dout16, o16, lse, q16, k16, v16, log_f,
-                                args);
-  from_bf16(dq, dq16, n);
-  from_bf16(dk, dk16, n);
-  from_bf16(dv, dv16, n);
+  const Backward16 t(dout, o, q, k, v, numel(s));
+  flash_attention_bf16_backward(t.dq, t.dk, t.dv, dlog_f, t.dout, t.o, lse, t.q, t.k, t.v, log_f, args);
+  t.widen(dq, dk, dv);
 }
 
 void path_attention_forward_mixed(float* o, float* lse, const float* q, const float* k,
@@ -93,14 +99,9 @@ void path_attention_forward_mixed(float* o, float* lse, const float* q, const fl
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "path attention");
-  const int64_t n = numel(s);
-  Bf16Tensors t(4, n);
-  bf16_bits *q16 = t.next(), *k16 = t.next(), *v16 = t.next(), *o16 = t.next();
-  to_bf16(q16, q, n);
-  to_bf16(k16, k, n);
-  to_bf16(v16, v, n);
-  path_attention_bf16_forward(o16, lse, q16, k16, v16, w, beta, log_f, args);
-  from_bf16(o, o16, n);
+  const Forward16 t(q, k, v, numel(s));
+  path_attention_bf16_forward(t.o, lse, t.q, t.k, t.v, w, beta, log_f, args);
+  from_bf16(o, t.o, numel(s));
 }
 
 void path_attention_backward_mixed(float* dq, float* dk, float* dv, float* dw, float* dbeta,
@@ -111,20 +112,10 @@ void path_attention_backward_mixed(float* dq, float* dk, float* dv, float* dw, f
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "path attention");
-  const int64_t n = numel(s);
-  Bf16Tensors t(8, n);
-  bf16_bits *dout16 = t.next(), *o16 = t.next(), *q16 = t.next(), *k16 = t.next(), *v16 = t.next();
-  bf16_bits *dq16 = t.next(), *dk16 = t.next(), *dv16 = t.next();
-  to_bf16(dout16, dout, n);
-  to_bf16(o16, o, n);
-  to_bf16(q16, q, n);
-  to_bf16(k16, k, n);
-  to_bf16(v16, v, n);
-  path_attention_bf16_backward(dq16, dk16, dv16, dw, dbeta, dlog_f, dout16, o16, lse, q16, k16, v16,
-                               w, beta, log_f, args);
-  from_bf16(dq, dq16, n);
-  from_bf16(dk, dk16, n);
-  from_bf16(dv, dv16, n);
+  const Backward16 t(dout, o, q, k, v, numel(s));
+  path_attention_bf16_backward(t.dq, t.dk, t.dv, dw, dbeta, dlog_f, t.dout, t.o, lse, t.q, t.k, t.v, w,
+                               beta, log_f, args);
+  t.widen(dq, dk, dv);
 }
 
 }  // namespace pb::cuda

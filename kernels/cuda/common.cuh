@@ -4,6 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace pb::cuda {
@@ -29,6 +30,19 @@ cublasHandle_t blas();   // the calling thread's cuBLAS handle, bound to stream(
 #define PB_LAUNCH_CHECK() PB_CUDA_CHECK(cudaGetLastError())
 
 inline int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+// Carves one scratch() allocation into 256-byte aligned arrays; with a null base it only
+// measures (`used` is then the size to ask scratch() for).
+struct Carver {
+  char* base;
+  size_t used = 0;
+  template <class T>
+  T* take(size_t n) {
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += (n * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+};
 
 // Opts a kernel in to more than 48 KB of dynamic shared memory, with the largest shared-memory
 // carveout. The setting belongs to the current device, so it is made before every launch (a few

@@ -42,6 +42,7 @@
 
 #include "kernels/cuda/attention_bf16.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gate_scan.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/error.h"
@@ -448,47 +449,6 @@ __global__ void dq_kernel(__nv_bfloat16* __restrict__ dq, const float* __restric
     dq[e] = __float2bfloat16_rn(scale * dq_acc[e]);
 }
 
-// Per (b, h) = blockIdx.x, in double: out_t = Σ_{u≤t} x_u (prefix) or Σ_{u≥t} x_u (kSuffix),
-// x_u = a_u − c_u (c may be null). Chunks of kScan steps: warp scans, then the warps before.
-constexpr int kScan = 256;
-template <bool kSuffix, class Out>
-__global__ void __launch_bounds__(kScan)
-    scan_kernel(Out* __restrict__ out,        // (B, T, H)
-                const float* __restrict__ a,  // (B, T, H)
-                const float* __restrict__ c,  // (B, T, H) or null
-                int T, int H) {
-  constexpr int kScanWarps = kScan / 32;
-  __shared__ double warp_total[kScanWarps];
-  const int64_t base = int64_t(blockIdx.x / H) * T * H + blockIdx.x % H;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  double carry = 0;  // Σ x over the previous chunks
-  for (int s0 = 0; s0 < T; s0 += kScan) {
-    const int step = s0 + threadIdx.x;
-    const int64_t idx = base + int64_t(kSuffix ? T - 1 - step : step) * H;
-    double x = step < T ? double(a[idx]) - (c ? double(c[idx]) : 0.0) : 0.0;
-    for (int o = 1; o < 32; o <<= 1) {  // inclusive scan over the warp's steps
-      const double y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_total[warp] = x;
-    __syncthreads();
-    double before = carry, chunk = carry;
-    for (int w = 0; w < kScanWarps; ++w) {
-      if (w < warp) before += warp_total[w];
-      chunk += warp_total[w];
-    }
-    if (step < T) out[idx] = Out(before + x);
-    carry = chunk;
-    __syncthreads();  // warp_total is rewritten by the next chunk
-  }
-}
-
-// G_t = Σ_{u≤t} log_f_u per (b, h), in double.
-void gate_prefix(double* G, const float* log_f, const AttnShape& s) {
-  scan_kernel<false, double><<<s.B * s.H, kScan, 0, stream()>>>(G, log_f, nullptr, s.T, s.H);
-  PB_LAUNCH_CHECK();
-}
-
 template <class Kernel>
 void set_smem(Kernel kernel, int bytes) {
   PB_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -610,9 +570,7 @@ void flash_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, 
       reinterpret_cast<__nv_bfloat16*>(dq), dq_acc, int64_t(nd), float(args.scale));
   PB_LAUNCH_CHECK();
   if (!log_f) return;
-  // dG_t = Σ_j dS_tj − Σ_i dS_it,  dlog_f_u = Σ_{t≥u} dG_t
-  scan_kernel<true, float><<<s.B * s.H, kScan, 0, stream()>>>(dlog_f, row, col, s.T, s.H);
-  PB_LAUNCH_CHECK();
+  gate_backward(dlog_f, row, col, s);
 }
 
 }  // namespace pb::cuda

@@ -838,18 +838,6 @@ __global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-// Carves one scratch() allocation; with a null base it only measures.
-struct Carver {
-  char* base;
-  size_t used = 0;
-  template <class T>
-  T* take(size_t n) {
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += (n * sizeof(T) + 255) / 256 * 256;
-    return p;
-  }
-};
-
 template <int S, int DP>
 Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* bytes) {
   const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp;

@@ -694,18 +694,6 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   }
 }
 
-// Carves one scratch() region; with a null base it only measures.
-struct Carver {
-  char* base;
-  size_t used = 0;
-  template <class T>
-  T* take(size_t n) {
-    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
-    used += (n * sizeof(T) + 255) / 256 * 256;
-    return p;
-  }
-};
-
 void pack(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
           const path::Prepared& p, const float* w, const AttnShape& sh) {
   const int64_t n = int64_t(sh.B) * sh.H * p.Tp * sh.D;

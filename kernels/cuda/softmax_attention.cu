@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gate_scan.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/runtime.h"
 
@@ -131,47 +132,6 @@ __global__ void row_dot_kernel(float* __restrict__ delta,   // (n)
   for (int d = lane; d < D; d += 32) acc = fmaf(x[r * D + d], y[r * D + d], acc);
   acc = warp_sum(acc);
   if (lane == 0) delta[r] = acc;
-}
-
-// Per (b, h) = blockIdx.x, in double: out_t = Σ_{u≤t} x_u (prefix) or Σ_{u≥t} x_u (kSuffix), with
-// x_t = a_t − c_t (c may be null). Chunks of 256 steps: warp scans, then the warps before.
-template <bool kSuffix, class Out>
-__global__ void scan_kernel(Out* __restrict__ out,       // (B, T, H)
-                            const float* __restrict__ a, // (B, T, H)
-                            const float* __restrict__ c, // (B, T, H) or null
-                            int T, int H) {
-  constexpr int kWarps = kThreads / 32;
-  __shared__ double warp_total[kWarps];
-  const int64_t base = int64_t(blockIdx.x / H) * T * H + blockIdx.x % H;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  double carry = 0;  // Σ x over the previous chunks
-  for (int s0 = 0; s0 < T; s0 += kThreads) {
-    const int step = s0 + threadIdx.x;
-    const int64_t idx = base + int64_t(kSuffix ? T - 1 - step : step) * H;
-    double x = 0;
-    if (step < T) x = double(a[idx]) - (c ? double(c[idx]) : 0.0);
-    // inclusive scan over the warp's steps
-    for (int o = 1; o < 32; o <<= 1) {
-      const double y = __shfl_up_sync(kFull, x, o);
-      if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_total[warp] = x;
-    __syncthreads();
-    double before = carry, chunk = carry;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) before += warp_total[w];
-      chunk += warp_total[w];
-    }
-    if (step < T) out[idx] = Out(before + x);
-    carry = chunk;
-    __syncthreads();  // warp_total is rewritten by the next chunk
-  }
-}
-
-// G_t = Σ_{u≤t} log_f_u per (b, h), in double.
-void gate_prefix(double* G, const float* log_f, const AttnShape& s) {
-  scan_kernel<false, double><<<s.B * s.H, kThreads, 0, stream()>>>(G, log_f, nullptr, s.T, s.H);
-  PB_LAUNCH_CHECK();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -428,9 +388,7 @@ void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, 
     default: backward<256>(dq, dk, dv, row, col, dout, q, k, v, lse, delta, G, args); break;
   }
   if (!log_f) return;
-  // dG_t = Σ_j dS_tj − Σ_i dS_it,  dlog_f_u = Σ_{t≥u} dG_t
-  scan_kernel<true, float><<<s.B * s.H, kThreads, 0, stream()>>>(dlog_f, row, col, s.T, s.H);
-  PB_LAUNCH_CHECK();
+  gate_backward(dlog_f, row, col, s);
 }
 
 }  // namespace pb::cuda
