@@ -2,7 +2,7 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|attention|multi|profile|all] [extra ctest args...]
+#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" PRECISIONS="fp32 bf16" scripts/gpu.sh bench
 #   PE="path path_fox" F32=1 ATTN_SHAPES=quick scripts/gpu.sh attention
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
@@ -12,6 +12,8 @@
 # (flash) at the shapes of targets.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
 # profile (not part of all) writes results/bench/ncu/: ncu kernel times of one TF32 step of RoPE
 # and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
+# ncu-attention (not part of all): ncu kernel times of one bf16 fwd+bwd call of each PE (default
+# path) at NCU_SHAPE="B T H D" (default "8 4096 16 64"), into $LOG_DIR, summarised on stdout;
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
 # on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
 set -euo pipefail
@@ -115,6 +117,19 @@ if [[ $mode == profile ]]; then
   done
   python3 scripts/ncu_summary.py results/bench/ncu/ncu_*.csv >results/bench/ncu/summary.md
   summary+=("profile: results/bench/ncu/summary.md")
+fi
+
+if [[ $mode == ncu-attention ]]; then
+  read -r B T H D <<<"${NCU_SHAPE:-8 4096 16 64}"
+  for pe in ${PE:-path}; do
+    csv="$LOG_DIR/ncu_attention_${pe}_B${B}_T${T}_H${H}_D${D}.csv"
+    ncu --clock-control none --metrics gpu__time_duration.sum --csv "$BUILD/pathbench" bench attention \
+      --pe "$pe" --dtype bf16 --batch "$B" --seq-len "$T" --heads "$H" --head-dim "$D" --backward \
+      --warmup 0 --iters 1 --rotate 1 >"$csv" 2>>"$LOG_DIR/ncu.log"
+    echo "## ncu: $pe fwd+bwd, B=$B T=$T H=$H D=$D"
+    python3 scripts/ncu_summary.py "$csv"
+    summary+=("ncu $pe B=$B T=$T D=$D: $csv")
+  done
 fi
 
 if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then

@@ -23,9 +23,11 @@
 //   ut_bwd   per (block c, b·h): the diagonal block's softmax backward and the UT transform in
 //            reverse (README), writing dq, dk, dv, dw, dβ and dG.
 //   gate     per b·h: dlog_f_t = Σ_{i≥t} dG_i (double).
-// Products run on shared-memory tiles: 256 threads as a 16 × 16 grid, each thread holding the
-// elements (ty + 16 i, tx + 16 j) of an M × N result in registers. Shared arrays have odd row
-// strides (cols + 1), so rows and columns are both read without bank conflicts.
+// Products run on shared-memory tiles (path_tiles.cuh): 256 threads as a 16 × 16 grid, each thread
+// holding the elements (ty + 16 i, tx + 16 j) of an M × N result in registers, fp32 FFMA; shared
+// arrays have odd row strides (cols + 1), so rows and columns are both read without bank
+// conflicts. prep and ut_bwd also come with TC = true: the same code on TF32 tensor-core tiles
+// (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -34,61 +36,11 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/path_attention.cuh"
+#include "kernels/cuda/path_tiles.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-
-__device__ __forceinline__ int tile_ty() { return int(threadIdx.x) >> 4; }
-__device__ __forceinline__ int tile_tx() { return int(threadIdx.x) & 15; }
-
-// An M × N result spread over the 16 × 16 threads: v[i][j] is element (ty + 16 i, tx + 16 j).
-template <int M, int N>
-struct Tile {
-  static constexpr int TM = M / 16, TN = N / 16;
-  static_assert(M % 16 == 0 && N % 16 == 0, "tile sizes are multiples of 16");
-  float v[TM][TN];
-
-  __device__ __forceinline__ void zero() {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) v[i][j] = 0.f;
-  }
-  // f(row, col, element&) for every element of this thread.
-  template <class F>
-  __device__ __forceinline__ void each(F&& f) {
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) f(tile_ty() + 16 * i, tile_tx() + 16 * j, v[i][j]);
-  }
-};
-
-// c += alpha · A B over k < K, A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] (shared memory);
-// with KScale, B(k, n) is also multiplied by ks[k].
-template <bool KScale = false, int M, int N>
-__device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const float* a, int am,
-                                    int ak, const float* b, int bk, int bn,
-                                    const float* ks = nullptr) {
-  const float* ap = a + tile_ty() * am;
-  const float* bp = b + tile_tx() * bn;
-#pragma unroll 4
-  for (int k = 0; k < K; ++k) {
-    const float s = KScale ? alpha * ks[k] : alpha;
-    float av[Tile<M, N>::TM], bv[Tile<M, N>::TN];
-#pragma unroll
-    for (int i = 0; i < Tile<M, N>::TM; ++i) av[i] = s * ap[16 * i * am + k * ak];
-#pragma unroll
-    for (int j = 0; j < Tile<M, N>::TN; ++j) bv[j] = bp[k * bk + 16 * j * bn];
-#pragma unroll
-    for (int i = 0; i < Tile<M, N>::TM; ++i)
-#pragma unroll
-      for (int j = 0; j < Tile<M, N>::TN; ++j) c.v[i][j] = fmaf(av[i], bv[j], c.v[i][j]);
-  }
-}
 
 // dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
 // columns ≥ n_cols (src is not read there).
@@ -109,12 +61,20 @@ struct Dims {
   __host__ __device__ int64_t in_row(int b, int t, int h) const { return (int64_t(b) * T + t) * H + h; }  // (B, T, H) index
 };
 
+// The bf16 scans move queries across a key block J by the DP × DP matrix C_J = W_Jᵀ U_J
+// (R ← R − R C_J, one product) instead of R ← R − (R W_Jᵀ) U_J (two), where that is cheaper:
+// DP ≤ S (kernels/README.md, "PaTH attention", C form). Prep then also writes C, and the scan's
+// dC_J is turned into dU_J = W_J dC_J, dW_J = U_J dC_Jᵀ before the UT backward.
+template <int S, int DP, bool TC>
+constexpr bool kCForm = TC && DP <= S;
+
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
   double* g;       // (B·H, Tp): G_t = Σ_{u≤t} log_f_u, 0 without a gate
   float* q_hat;    // (B·H, Tp, DP): Q̃, queries at their block's left edge
   float* k_hat;    // (B·H, Tp, DP): K̃, keys at their block's right edge
   float* u;        // (B·H, Tp, DP): U = Tm diag(β) W per block
+  float* c;        // (B·H, n_blocks, DP, DP): C_J = W_Jᵀ U_J, P_J = I − C_J (kCForm only)
   float* s_loc;    // (B·H, n_blocks, S, S): unscaled intra-block logits (forward only)
   float* delta;    // (B·H, Tp): δ_i = dout_i·o_i (backward)
   float* dq_hat;   // (B·H, Tp, DP): dQ̃ (backward)
@@ -122,6 +82,7 @@ struct Scratch {
   float* du;       // (B·H, Tp, DP): the scan's dU, atomic (backward)
   float* dw_scan;  // (B·H, Tp, DP): the scan's dW, atomic (backward)
   float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, atomic (backward)
+  float* dc;       // (B·H, n_blocks, DP, DP): dC_J from the bf16 scan, atomic (kCForm only)
   float* dg;       // (B·H, Tp): dG_i = Σ_j dS_ij − Σ_i' dS_i'i, atomic, then completed (backward)
   float* r_states; // (scan CTAs, QB·Tp, DP): each scan CTA's R_J of its current item (backward)
 };
@@ -149,16 +110,16 @@ __device__ double block_sum_double(double x, double* red) {
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
 //   S_loc = tril_incl(Q Kᵀ) − QW M
 // A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
-// (S × S) arrays have stride S + 1, U has stride DP + 1. Without WithTm, Tm is not formed (tm is
-// unused) and m may alias e (each thread reads its column of E before writing that column of M).
-// Ends with __syncthreads().
-template <int S, int DP, bool WithTm = true>
+// (S × S) arrays have stride S + kPad<TC>, U has stride DP + kPad<TC> (path_tiles.cuh). Without
+// WithTm, Tm is not formed (tm is unused) and m may alias e (each thread reads its column of E
+// before writing that column of M). Ends with __syncthreads().
+template <int S, int DP, bool TC, bool WithTm>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
-  constexpr int LB = DP + 1, LS = S + 1, LA = S + 4;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4;
   {
-    Tile<S, S> t;
+    TileOf<S, S, TC> t;
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, w, 1, LB);  // W Wᵀ
     t.each([&](int r, int c, float& x) { a[r * LA + c] = c < r ? beta[r] * x : 0.f; });
@@ -214,7 +175,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
   }
   __syncthreads();
   {
-    Tile<S, S> t;
+    TileOf<S, S, TC> t;
     t.zero();
     mma(t, S, -1.f, qw, LS, 1, m, LS, 1);  // −QW M (strictly lower: QW lower, M strictly lower)
     t.each([&](int r, int c, float& x) { s_loc[r * LS + c] += x; });
@@ -225,15 +186,15 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // ---------------------------------------------------------------------------------------------
 // prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
 
-// M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM.
-template <int S, int DP>
+// M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM (fp32 tiles).
+template <int S, int DP, bool TC>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + 1) + S * (S + 4) + 3 * S * (S + 1);
+  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP>
+template <int S, int DP, bool TC>
 __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + 1, LS = S + 1;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
   extern __shared__ __align__(16) float smem[];
   double* red = reinterpret_cast<double*>(smem);  // (8)
   float* beta = smem + 16;                         // (S)
@@ -273,9 +234,9 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
+  ut_transform<S, DP, TC, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
 
-  Tile<S, DP> t;
+  TileOf<S, DP, TC> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
   mma(t, S, -1.f, qw, LS, 1, u, LB, 1);  // Q̃ = Q − QW U
   t.each([&](int r, int col, float& x) { sc.q_hat[(head_row + r) * DP + col] = x; });
@@ -283,6 +244,13 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   mma(t, S, -1.f, m, 1, LS, w, LB, 1);  // K̃ = K − Mᵀ W
   t.each([&](int r, int col, float& x) { sc.k_hat[(head_row + r) * DP + col] = x; });
   for (int i = tid; i < S * DP; i += kThreads) sc.u[head_row * DP + i] = u[(i / DP) * LB + i % DP];
+  if constexpr (kCForm<S, DP, TC>) {  // C = Wᵀ U (rows of W, U past T are zero)
+    TileOf<DP, DP, TC> cw;
+    cw.zero();
+    mma(cw, S, 1.f, w, 1, LB, u, LB, 1);
+    float* out = sc.c + (int64_t(bh) * d.n_blocks + c) * DP * DP;  // (DP, DP)
+    cw.each([&](int r, int col, float& x) { out[r * DP + col] = x; });
+  }
   if (sc.s_loc) {
     float* out = sc.s_loc + (int64_t(bh) * d.n_blocks + c) * S * S;  // (S, S)
     for (int i = tid; i < S * S; i += kThreads) out[i] = s_loc[(i / S) * LS + i % S];
@@ -638,25 +606,27 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 //   dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ Wb + diag(β) dWb,  dβ_r = dWb_r · w_r
 // with dS the block's (scaled) diagonal dZ and Wb = diag(β) W (never formed: β scales in place).
 
-template <int S, int DP>
+template <int S, int DP, bool TC>
 constexpr int ut_backward_smem_floats() {
-  return 2 * S + 5 * S + 6 * S * (DP + 1) + S * (S + 4) + 6 * S * (S + 1);
+  return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP>
+template <int S, int DP, bool TC>
 __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
                                                                     const float* dout,
                                                                     const float* lse, float* dq,
                                                                     float* dk, float* dv, float* dw,
                                                                     float* dbeta) {
-  constexpr int LB = DP + 1, LS = S + 1, TM = Tile<S, DP>::TM, TD = Tile<S, DP>::TN;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
+  using TileSS = TileOf<S, S, TC>;
+  using TileSD = TileOf<S, DP, TC>;
   extern __shared__ __align__(16) float smem[];
   double* gq = reinterpret_cast<double*>(smem);  // (S)
   float* beta = smem + 2 * S;                    // (S)
   float* lse_s = beta + S;                       // (S)
   float* delta_s = lse_s + S;                    // (S)
-  float* row_sum = delta_s + S;                  // (S)
-  float* col_sum = row_sum + S;                  // (S)
+  float* row_sum = delta_s + S;                  // (S): Σ_j dS_ij, then dβ
+  float* col_sum = row_sum + S;                  // (S): Σ_i dS_ij
   float* q = col_sum + S;                        // (S, DP) each, stride LB
   float* k = q + S * LB;
   float* w = k + S * LB;
@@ -674,7 +644,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
   static_assert((7 * S + 6 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
-  const int tid = threadIdx.x, ty = tile_ty(), tx = tile_tx();
+  const int tid = threadIdx.x;
   const int64_t head_row = int64_t(bh) * d.Tp + a0, stride = int64_t(d.H) * d.D;
   const int64_t in_off = d.in_row(b, a0, h) * d.D;
 
@@ -693,53 +663,42 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
     col_sum[tid] = 0.f;
   }
   __syncthreads();
-  ut_transform<S, DP>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
+  ut_transform<S, DP, TC, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
 
   {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
-    Tile<S, S> dp;
+    TileSS dp;
     dp.zero();
     mma(dp, DP, 1.f, b2, LB, 1, b1, 1, LB);
-    float rs[Tile<S, S>::TM] = {}, cs[Tile<S, S>::TN] = {};
-#pragma unroll
-    for (int i = 0; i < Tile<S, S>::TM; ++i) {
-      const int r = ty + 16 * i;
-#pragma unroll
-      for (int j = 0; j < Tile<S, S>::TN; ++j) {
-        const int cc = tx + 16 * j;
-        const float p = (cc <= r && r < nv)
-                            ? expf(d.scale * s3[r * LS + cc] + float(gq[r] - gq[cc]) - lse_s[r])
-                            : 0.f;
-        const float ds = p * (dp.v[i][j] - delta_s[r]);
-        s0[r * LS + cc] = p;
-        s3[r * LS + cc] = d.scale * ds;
-        rs[i] += ds;
-        cs[j] += ds;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < Tile<S, S>::TM; ++i) {
-      const float s = half_warp_sum(rs[i]);
-      if (tx == 0) row_sum[ty + 16 * i] = s;
-    }
-#pragma unroll
-    for (int j = 0; j < Tile<S, S>::TN; ++j) atomicAdd(&col_sum[tx + 16 * j], cs[j]);
+    dp.each([&](int r, int cc, float& x) {
+      const float p = (cc <= r && r < nv)
+                          ? expf(d.scale * s3[r * LS + cc] + float(gq[r] - gq[cc]) - lse_s[r])
+                          : 0.f;
+      x = p * (x - delta_s[r]);  // dS
+      s0[r * LS + cc] = p;
+      s3[r * LS + cc] = d.scale * x;
+    });
+    dp.add_row_sums(row_sum);
+    dp.add_col_sums(col_sum);
   }
   __syncthreads();
   {  // dv = dV (off-diagonal) + Pᵀ dout;  dG_i += Σ_j dS_ij − Σ_i' dS_i'i (diagonal block)
-    Tile<S, DP> t;
+    TileSD t;
     t.zero();
     mma(t, S, 1.f, s0, 1, LS, b2, LB, 1);
     t.each([&](int r, int cc, float& x) {
       if (r < nv && cc < d.D) dv[(in_off + int64_t(r) * stride) + cc] = sc.dv[(head_row + r) * DP + cc] + x;
     });
-    if (tid < S) sc.dg[head_row + tid] += row_sum[tid] - col_sum[tid];
+    if (tid < S) {
+      sc.dg[head_row + tid] += row_sum[tid] - col_sum[tid];
+      row_sum[tid] = 0.f;  // for dβ
+    }
   }
   __syncthreads();
   load_rows<S, DP>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
   load_rows<S, DP>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
   __syncthreads();
   {
-    Tile<S, S> t;  // dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)
+    TileSS t;  // dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)
     t.zero();
     mma(t, S, -1.f, s3, LS, 1, s5, 1, LS);
     mma(t, DP, -1.f, b1, LB, 1, u, 1, LB);
@@ -748,7 +707,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
     mma(t, S, -1.f, s2, 1, LS, s3, LS, 1);
     mma(t, DP, -1.f, w, LB, 1, b2, 1, LB);
     t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = x; });
-    Tile<S, DP> du;  // dU_tot = dU − QWᵀ dQ̃
+    TileSD du;  // dU_tot = dU − QWᵀ dQ̃
     du.each([&](int r, int cc, float& x) { x = sc.du[(head_row + r) * DP + cc]; });
     mma(du, S, -1.f, s2, 1, LS, b1, LB, 1);
     __syncthreads();  // U was read above
@@ -756,7 +715,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
   }
   __syncthreads();
   {
-    Tile<S, S> t;  // dE = strictLower(Tmᵀ dM)
+    TileSS t;  // dE = strictLower(Tmᵀ dM)
     t.zero();
     mma(t, S, 1.f, s4, 1, LS, s6, LS, 1);
     t.each([&](int r, int cc, float& x) { s2[r * LS + cc] = cc < r ? x : 0.f; });
@@ -777,25 +736,16 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
   }
   __syncthreads();
   {
-    Tile<S, DP> dwb;  // dWb = Tmᵀ dU_tot + dE K + dA W
+    TileSD dwb;  // dWb = Tmᵀ dU_tot + dE K + dA W
     dwb.zero();
     mma(dwb, S, 1.f, s4, 1, LS, u, LB, 1);
     mma(dwb, S, 1.f, s2, LS, 1, k, LB, 1);
     mma(dwb, S, 1.f, s6, LS, 1, w, LB, 1);
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {  // dβ_r = dWb_r · w_r
-      const int r = ty + 16 * i;
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < TD; ++j) s += dwb.v[i][j] * w[r * LB + tx + 16 * j];
-      s = half_warp_sum(s);
-      if (tx == 0 && r < nv) dbeta[d.in_row(b, a0 + r, h)] = s;
-    }
-    Tile<S, DP> t;  // dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ diag(β) W + diag(β) dWb
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TD; ++j) t.v[i][j] = beta[ty + 16 * i] * dwb.v[i][j];
+    TileSD t = dwb;  // dβ_r = dWb_r · w_r
+    t.each([&](int r, int cc, float& x) { x *= w[r * LB + cc]; });
+    t.add_row_sums(row_sum);
+    t = dwb;  // dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ diag(β) W + diag(β) dWb
+    t.each([&](int r, int, float& x) { x *= beta[r]; });
     mma(t, S, 1.f, s0, 1, LS, q, LB, 1);
     mma(t, S, -1.f, s5, LS, 1, b2, LB, 1);
     mma<true>(t, S, 1.f, s6, 1, LS, w, LB, 1, beta);
@@ -815,6 +765,38 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
       if (r < nv && cc < d.D) dk[in_off + r * stride + cc] = x;
     });
   }
+  __syncthreads();  // dβ's row sums are complete
+  if (tid < nv) dbeta[d.in_row(b, a0 + tid, h)] = row_sum[tid];
+}
+
+// C form (kCForm): per (block c, b·h), the scan's dC (C = Wᵀ U) as dU = W dC and dW_scan = U dCᵀ,
+// written over the (untouched) accumulators du, dw_scan that the UT backward reads.
+template <int S, int DP>
+constexpr int c_backward_smem_floats() {
+  return 2 * S * (DP + kPad<true>) + DP * (DP + kPad<true>);
+}
+
+template <int S, int DP>
+__global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Inputs in, Scratch sc) {
+  constexpr int LB = DP + kPad<true>;
+  extern __shared__ __align__(16) float smem[];
+  float* w = smem;        // (S, DP): W of the block
+  float* u = w + S * LB;  // (S, DP): U
+  float* dc = u + S * LB; // (DP, DP): dC
+  const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
+  const int a0 = c * S, nv = min(S, d.T - a0);
+  const int64_t head_row = int64_t(bh) * d.Tp + a0;
+  load_rows<S, DP>(w, LB, in.w + d.in_row(b, a0, h) * d.D, int64_t(d.H) * d.D, nv, d.D);
+  load_rows<S, DP>(u, LB, sc.u + head_row * DP, DP, S, DP);
+  load_rows<DP, DP>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
+  __syncthreads();
+  TcTile<S, DP> t;
+  t.zero();
+  mma(t, DP, 1.f, w, LB, 1, dc, LB, 1);  // dU = W dC
+  t.each([&](int r, int col, float& x) { sc.du[(head_row + r) * DP + col] = x; });
+  t.zero();
+  mma(t, DP, 1.f, u, LB, 1, dc, 1, LB);  // dW = U dCᵀ
+  t.each([&](int r, int col, float& x) { sc.dw_scan[(head_row + r) * DP + col] = x; });
 }
 
 // dlog_f_t = Σ_{i≥t} dG_i per b·h, in double: one warp, 32 positions at a time from the end.
@@ -838,15 +820,17 @@ __global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-template <int S, int DP>
+template <int S, int DP, bool TC>
 Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* bytes) {
-  const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp;
+  const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp, c_size = bh * d.n_blocks * DP * DP;
+  constexpr bool cf = kCForm<S, DP, TC>;
   Carver cv{base};
   Scratch sc{};
   sc.g = cv.take<double>(rows);
   sc.q_hat = cv.take<float>(rows * DP);
   sc.k_hat = cv.take<float>(rows * DP);
   sc.u = cv.take<float>(rows * DP);
+  if (cf) sc.c = cv.take<float>(c_size);
   if (!backward) {
     sc.s_loc = cv.take<float>(rows * S);
   } else {
@@ -856,6 +840,7 @@ Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* b
     sc.du = cv.take<float>(rows * DP);
     sc.dw_scan = cv.take<float>(rows * DP);
     sc.dv = cv.take<float>(rows * DP);
+    if (cf) sc.dc = cv.take<float>(c_size);
     sc.dg = cv.take<float>(rows);
     sc.r_states = cv.take<float>(size_t(scan_ctas) * kScanQB<S> * d.Tp * DP);
   }
@@ -869,12 +854,13 @@ Dims make_dims(const PathAttentionArgs& args, int S) {
   return {sh.B, sh.T, sh.H, sh.D, n, n * S, float(args.scale)};
 }
 
-template <int S, int DP>
+// TC: the products on TF32 tensor cores (the bf16 path), else plain fp32.
+template <int S, int DP, bool TC>
 void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
-  constexpr int bytes = prep_smem_floats<S, DP>() * int(sizeof(float));
+  constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
-  set_smem(path_prep_kernel<S, DP>, bytes);
-  path_prep_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
+  set_smem(path_prep_kernel<S, DP, TC>, bytes);
+  path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
 }
 
@@ -882,9 +868,9 @@ template <int S, int DP>
 void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP>(d, in, sc);
+  carve<S, DP, false>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, false>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, false>(d, in, sc);
   constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(fwd_bytes <= 232448, "forward shared memory");
   set_smem(path_forward_kernel<S, DP>, fwd_bytes);
@@ -908,12 +894,12 @@ int scan_resident_ctas() {
 }
 
 // Prep and zeroed accumulators for the backward, in scratch; `scan_ctas` slices of scan states.
-template <int S, int DP>
+template <int S, int DP, bool TC>
 Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
   size_t bytes = 0;
-  carve<S, DP>(nullptr, d, true, scan_ctas, &bytes);
-  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
-  launch_prep<S, DP>(d, in, sc);
+  carve<S, DP, TC>(nullptr, d, true, scan_ctas, &bytes);
+  const Scratch sc = carve<S, DP, TC>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
+  launch_prep<S, DP, TC>(d, in, sc);
   const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
                            size_t(d.B) * d.H * d.Tp * sizeof(float);
   PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
@@ -921,13 +907,19 @@ Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
 }
 
 // After the scan: the UT backward writes dq, dk, dv, dw, dβ; the gate kernel dlog_f.
-template <int S, int DP>
+template <int S, int DP, bool TC>
 void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq, float* dk, float* dv,
                   float* dw, float* dbeta, float* dlog_f, const float* dout, const float* lse) {
-  constexpr int ut_bytes = ut_backward_smem_floats<S, DP>() * int(sizeof(float));
+  if constexpr (kCForm<S, DP, TC>) {
+    constexpr int c_bytes = c_backward_smem_floats<S, DP>() * int(sizeof(float));
+    set_smem(path_c_backward_kernel<S, DP>, c_bytes);
+    path_c_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, c_bytes, stream()>>>(d, in, sc);
+    PB_LAUNCH_CHECK();
+  }
+  constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  set_smem(path_ut_backward_kernel<S, DP>, ut_bytes);
-  path_ut_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
+  set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
+  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
   PB_LAUNCH_CHECK();
 
@@ -944,19 +936,19 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
   const Dims d = make_dims(args, S);
   constexpr int QB = kScanQB<S>;
   const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
-  const Scratch sc = backward_begin<S, DP>(d, in, scan_ctas);
+  const Scratch sc = backward_begin<S, DP, false>(d, in, scan_ctas);
   constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
   path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
   PB_LAUNCH_CHECK();
-  backward_end<S, DP>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  backward_end<S, DP, false>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 template <int S, int DP>
 path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
-  const Scratch sc = backward_begin<S, DP>(d, in, 0);
-  return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, nullptr},
-          sc.delta, sc.dq_hat, sc.dk_hat, sc.du, sc.dw_scan, sc.dv, sc.dg};
+  const Scratch sc = backward_begin<S, DP, true>(d, in, 0);
+  return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, nullptr},
+          sc.delta, sc.dq_hat, sc.dk_hat, sc.du, sc.dw_scan, sc.dv, sc.dc, sc.dg};
 }
 
 template <int S, int DP>
@@ -969,8 +961,8 @@ void end_impl(const path::Accumulators& a, const Inputs& in, const PathAttention
   sc.k_hat = const_cast<float*>(a.k_hat);
   sc.u = const_cast<float*>(a.u);
   sc.delta = a.delta, sc.dq_hat = a.dq_hat, sc.dk_hat = a.dk_hat, sc.du = a.du;
-  sc.dw_scan = a.dw_scan, sc.dv = a.dv, sc.dg = a.dg;
-  backward_end<S, DP>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  sc.dw_scan = a.dw_scan, sc.dv = a.dv, sc.dc = a.dc, sc.dg = a.dg;
+  backward_end<S, DP, true>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 void check_head_dim(int D) {
@@ -982,10 +974,10 @@ template <int S, int DP>
 path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP>(d, in, sc);
-  return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.s_loc};
+  carve<S, DP, true>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, true>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, true>(d, in, sc);
+  return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, sc.s_loc};
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 
 namespace pb::cuda::path {
 
+// These run the prep and the UT backward with their products on TF32 tensor cores (the TC = true
+// instantiation, path_tiles.cuh); the fp32 ops keep plain fp32 arithmetic.
 // The forward's per-block precomputation (prep), on fp32 q, k, w: per (b, h) the sequence is cut
 // into blocks of S rows (S = 64, or 32 for D > 64), rows padded to Tp = n_blocks · S, head dim
 // padded to DP (32, 64 or 128; padded rows and columns are zero). The arrays live in scratch
@@ -15,6 +17,7 @@ struct Prepared {
   const float* q_hat;  // (B·H, Tp, DP): Q̃, queries moved to their block's left edge
   const float* k_hat;  // (B·H, Tp, DP): K̃, keys moved to their block's right edge
   const float* u;      // (B·H, Tp, DP): U = Tm diag(β) W, so that P_block = I − Wᵀ U
+  const float* c;      // (B·H, n_blocks, DP, DP): C = Wᵀ U (P_block = I − C) where DP ≤ S, else null
   const float* s_loc;  // (B·H, n_blocks, S, S): unscaled logits within each block (lower triangle)
 };
 Prepared prepare(const float* q, const float* k, const float* w, const float* beta, const float* log_f,
@@ -31,6 +34,8 @@ struct Accumulators : Prepared {
   float* du;       // (B·H, Tp, DP): dU from the scan, +=
   float* dw_scan;  // (B·H, Tp, DP): dW from the scan, +=
   float* dv;       // (B·H, Tp, DP): dV from the off-diagonal blocks, +=
+  float* dc;       // (B·H, n_blocks, DP, DP): dC, += (where c is not null; the scan then leaves
+                   // du and dw_scan to backward_end, which derives them from dc)
   float* dg;       // (B·H, Tp): Σ_j dS_ij − Σ_i' dS_i'i over the off-diagonal blocks, +=
 };
 Accumulators backward_begin(const float* q, const float* k, const float* w, const float* beta,

@@ -40,18 +40,42 @@ using namespace mma;
 constexpr int kFwdWarps = 8, kBwdWarps = 8;  // warps per CTA, 16 query rows each
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-// Shared memory of the scan, per stage: K̃_J (bf16), V_J (bf16), W_J (f16), U_J (f16), each
-// (S, D) with row stride LD = D + 8 halves (16-byte rows, ldmatrix without bank conflicts), then
-// G of the key block (S doubles). The diagonal block's V (kRows rows) aliases stage 1.
+// The C form (path_attention.cu, kCForm: D ≤ S): queries cross key block J by R ← R − R C_J with
+// the D × D matrix C_J = W_Jᵀ U_J, one product instead of two (x = R W_Jᵀ, R ← R − x U_J).
+template <int S, int D>
+constexpr bool kC = D <= S;
+
+// Shared memory of the scan, per stage: K̃_J (bf16), V_J (bf16), then C_J (f16, D × D) in the
+// C form, else W_J and U_J (f16, S × D each), with row stride LD = D + 8 halves (16-byte rows,
+// ldmatrix without bank conflicts), then G of the key block (S doubles). The diagonal block's V
+// (kRows rows) aliases stage 1.
 template <int S, int D>
 struct Layout {
   static constexpr int kRows = 16 * kFwdWarps;
   static constexpr int LD = D + 8;
-  static constexpr int kTile = S * LD;  // halves
-  static constexpr int kStage = 4 * kTile * 2 + S * 8;  // bytes
+  static constexpr int kTile = S * LD;                        // halves of an (S, D) tile
+  static constexpr int kMove = kC<S, D> ? D * LD : 2 * kTile;  // C_J, or W_J and U_J
+  static constexpr int kStage = (2 * kTile + kMove) * 2 + S * 8;  // bytes
   static constexpr int kBytes = 2 * kStage;
-  static_assert(kRows * LD <= 4 * kTile, "the diagonal V fits in a stage");
+  static_assert(kRows * LD <= 2 * kTile + kMove, "the diagonal V fits in a stage");
 };
+
+// R ← R + (−R) C_J, i.e. R P_J in the C form: R (16 × D) in fp32 C fragments, rh the A fragments
+// of −R in f16 (taken before the update), C_J (D × D, f16) in shared memory. The forward scan and
+// the backward's pre-scan both move queries with it, so they compute the same R_J.
+template <int D, int LD>
+__device__ __forceinline__ void move_c(float (&r)[D / 8][4], const uint32_t (&rh)[D / 16][4],
+                                       const uint16_t* c) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int nd = 0; nd < D / 16; ++nd) {
+      uint32_t bc[4];
+      load_b_kn(bc, c, LD, 16 * kk, 16 * nd);
+      mma_16816<F16>(r[2 * nd], rh[kk], bc[0], bc[1]);
+      mma_16816<F16>(r[2 * nd + 1], rh[kk], bc[2], bc[3]);
+    }
+}
 
 struct ScanArgs {
   int B, T, H, n_blocks, Tp, n_tiles;
@@ -60,26 +84,36 @@ struct ScanArgs {
   const float* q_hat;                 // (B·H, Tp, D)
   const float* s_loc;                 // (B·H, n_blocks, S, S)
   const __nv_bfloat16* k_hat;         // (B·H, Tp, D)
-  const __half *w, *u;                // (B·H, Tp, D)
+  const __half *w, *u;                // (B·H, Tp, D), not in the C form
+  const __half* c;                    // (B·H, n_blocks, D, D), the C form only
   const __nv_bfloat16* v;             // (B, T, H, D)
   __nv_bfloat16* o;                   // (B, T, H, D)
   float* lse;                         // (B, T, H)
   bool gated;
 };
 
-// K̃ → bf16, U → f16 from prep's (B·H, Tp, D) rows; W → f16 from (B, T, H, D) (0 at t ≥ T). With
-// wb, ub (the backward) also bf16 copies of W and U.
+// K̃ → bf16 from prep's (B·H, Tp, D) rows; unless wh is null (the C form), also U → f16 and
+// W → f16 from (B, T, H, D) (0 at t ≥ T), and with wb, ub (the backward) bf16 copies of W and U.
 __global__ void pack_kernel(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
                             const float* k_hat, const float* u, const float* w, int T, int H, int D, int Tp,
                             int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    kb[i] = __float2bfloat16_rn(k_hat[i]);
+    if (!wh) continue;
     const int64_t row = i / D;  // b·h·Tp + t
     const int c = int(i - row * D), t = int(row % Tp), bh = int(row / Tp), b = bh / H, h = bh % H;
     const float wi = t < T ? w[((int64_t(b) * T + t) * H + h) * D + c] : 0.f;
-    kb[i] = __float2bfloat16_rn(k_hat[i]);
     uh[i] = __float2half_rn(u[i]);
     wh[i] = __float2half_rn(wi);
     if (wb) wb[i] = __float2bfloat16_rn(wi), ub[i] = __float2bfloat16_rn(u[i]);
+  }
+}
+
+// The C form: C → f16, and with cb (the backward) also → bf16.
+__global__ void pack_c_kernel(__half* ch, __nv_bfloat16* cb, const float* c, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    ch[i] = __float2half_rn(c[i]);
+    if (cb) cb[i] = __float2bfloat16_rn(c[i]);
   }
 }
 
@@ -119,15 +153,19 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
   auto stage = [&](int s) { return smem + s * L::kStage; };
   auto k_s = [&](int s) { return reinterpret_cast<uint16_t*>(stage(s)); };
   auto v_s = [&](int s) { return k_s(s) + L::kTile; };
-  auto w_s = [&](int s) { return k_s(s) + 2 * L::kTile; };
+  auto w_s = [&](int s) { return k_s(s) + 2 * L::kTile; };  // C_J in the C form
   auto u_s = [&](int s) { return k_s(s) + 3 * L::kTile; };
-  auto g_s = [&](int s) { return reinterpret_cast<double*>(stage(s) + 4 * L::kTile * 2); };
+  auto g_s = [&](int s) { return reinterpret_cast<double*>(stage(s) + (2 * L::kTile + L::kMove) * 2); };
   auto load_block = [&](int s, int J) {
     const int64_t r0 = head + int64_t(J) * S;
     stage_rows<D, LD, NT>(k_s(s), a.k_hat + r0 * D, D, S, S);
     stage_rows<D, LD, NT>(v_s(s), v_head + int64_t(J) * S * vstride, vstride, S, S);
-    stage_rows<D, LD, NT>(w_s(s), a.w + r0 * D, D, S, S);
-    stage_rows<D, LD, NT>(u_s(s), a.u + r0 * D, D, S, S);
+    if constexpr (kC<S, D>) {
+      stage_rows<D, LD, NT>(w_s(s), a.c + (int64_t(bh) * a.n_blocks + J) * D * D, D, D, D);
+    } else {
+      stage_rows<D, LD, NT>(w_s(s), a.w + r0 * D, D, S, S);
+      stage_rows<D, LD, NT>(u_s(s), a.u + r0 * D, D, S, S);
+    }
     for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(s) + 2 * e, a.g + r0 + 2 * e);
   };
 
@@ -216,28 +254,41 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
     __syncthreads();
     if (!active || J >= I) continue;  // warp-uniform: this warp's rows start after block J
 
-    // z = R K̃_Jᵀ (bf16), x = R W_Jᵀ (f16): 16 × S each.
-    float z[NS][4], x[NS][4];
+    // z = R K̃_Jᵀ (bf16), 16 × S; then in the C form R ← R − R C_J (f16) at once, off the softmax's
+    // path; otherwise x = R W_Jᵀ (f16, 16 × S) here and R ← R − x U_J after the softmax.
+    float z[NS][4], x[kC<S, D> ? 1 : NS][4];
+    uint32_t rh[kC<S, D> ? D / 16 : 1][4];  // the C form: −R as f16 A fragments
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) z[j][e] = x[j][e] = 0.f;
+      for (int e = 0; e < 4; ++e) z[j][e] = 0.f;
+    if constexpr (!kC<S, D>)
+#pragma unroll
+      for (int j = 0; j < NS; ++j) x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ra[4], rh[4];
+      uint32_t ra[4], rf[4];
       c_to_a<Bf16>(ra, r[2 * kk], r[2 * kk + 1]);
-      c_to_a<F16>(rh, r[2 * kk], r[2 * kk + 1]);
+      if constexpr (kC<S, D>)
+        c_to_a<F16>(rh[kk], r[2 * kk], r[2 * kk + 1], -1.f);
+      else
+        c_to_a<F16>(rf, r[2 * kk], r[2 * kk + 1]);
 #pragma unroll
       for (int nn = 0; nn < S / 16; ++nn) {
-        uint32_t bk[4], bw[4];
+        uint32_t bk[4];
         load_b_nk(bk, k_s(s), LD, 16 * nn, 16 * kk);
-        load_b_nk(bw, w_s(s), LD, 16 * nn, 16 * kk);
         mma_16816<Bf16>(z[2 * nn], ra, bk[0], bk[1]);
         mma_16816<Bf16>(z[2 * nn + 1], ra, bk[2], bk[3]);
-        mma_16816<F16>(x[2 * nn], rh, bw[0], bw[1]);
-        mma_16816<F16>(x[2 * nn + 1], rh, bw[2], bw[3]);
+        if constexpr (!kC<S, D>) {
+          uint32_t bw[4];
+          load_b_nk(bw, w_s(s), LD, 16 * nn, 16 * kk);
+          mma_16816<F16>(x[2 * nn], rf, bw[0], bw[1]);
+          mma_16816<F16>(x[2 * nn + 1], rf, bw[2], bw[3]);
+        }
       }
     }
+    if constexpr (kC<S, D>)
+      if (J > 0) move_c<D, LD>(r, rh, w_s(s));
 
     // Online softmax (base 2): s = (scale·z + G_i − G_j)·log2 e, m' = max(m, max_j s),
     // acc ← 2^{m − m'} acc, l likewise, p = 2^{s − m'}.
@@ -271,24 +322,25 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
       for (int j = 0; j < ND; ++j) acc[j][2 * rho] *= alpha, acc[j][2 * rho + 1] *= alpha;
     }
 
-    // acc += P V_J; then R ← R − x U_J (not needed after the last block).
+    // acc += P V_J; then (not in the C form) R ← R − x U_J (not needed after the last block).
 #pragma unroll
     for (int kk = 0; kk < S / 16; ++kk) {
       uint32_t pa[4], xa[4];
       c_to_a<Bf16>(pa, z[2 * kk], z[2 * kk + 1]);
-      c_to_a<F16>(xa, x[2 * kk], x[2 * kk + 1], -1.f);
+      if constexpr (!kC<S, D>) c_to_a<F16>(xa, x[2 * kk], x[2 * kk + 1], -1.f);
 #pragma unroll
       for (int nd = 0; nd < D / 16; ++nd) {
         uint32_t bv[4];
         load_b_kn(bv, v_s(s), LD, 16 * kk, 16 * nd);
         mma_16816<Bf16>(acc[2 * nd], pa, bv[0], bv[1]);
         mma_16816<Bf16>(acc[2 * nd + 1], pa, bv[2], bv[3]);
-        if (J > 0) {
-          uint32_t bu[4];
-          load_b_kn(bu, u_s(s), LD, 16 * kk, 16 * nd);
-          mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
-          mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
-        }
+        if constexpr (!kC<S, D>)
+          if (J > 0) {
+            uint32_t bu[4];
+            load_b_kn(bu, u_s(s), LD, 16 * kk, 16 * nd);
+            mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
+            mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
+          }
       }
     }
   }
@@ -331,9 +383,11 @@ struct BwdLayout {
   static constexpr int kRows = 16 * kBwdWarps;
   static constexpr int LD = D + 8, LK = S + 8;  // halves per row: (·, D) and (·, S) tiles
   static constexpr int kTile = S * LD;          // one (S, D) tile
-  static constexpr int kStage = 4 * kTile * 2 + S * 8;  // K̃, V, W, U (the pre-scan: W, U f16), G
+  static constexpr int kMove = kC<S, D> ? D * LD : 2 * kTile;  // C_J, or W_J and U_J (pre-scan: f16)
+  static constexpr int kStage = (2 * kTile + kMove) * 2 + S * 8;  // K̃, V, the move tiles, G
   static constexpr int kRowsD = kRows * LD, kRowsK = kRows * LK;
-  static constexpr int kBytes = 2 * kStage + 3 * kRowsD * 2 + 4 * kRowsK * 2 + kRows * 16 + S * 4;
+  static constexpr int kRowsS = kC<S, D> ? 2 : 4;  // (kRows, S) tiles: P, dZ (and X, −Y)
+  static constexpr int kBytes = 2 * kStage + 3 * kRowsD * 2 + kRowsS * kRowsK * 2 + kRows * 16 + S * 4;
 };
 
 struct BwdArgs {
@@ -341,8 +395,10 @@ struct BwdArgs {
   float scale, scale_log2;
   const double* g;
   const float* q_hat;                       // (B·H, Tp, D)
-  const __nv_bfloat16 *k_hat, *w_b, *u_b;   // (B·H, Tp, D)
-  const __half *w_h, *u_h;                  // (B·H, Tp, D)
+  const __nv_bfloat16 *k_hat, *w_b, *u_b;   // (B·H, Tp, D); W, U not in the C form
+  const __half *w_h, *u_h;                  // (B·H, Tp, D), not in the C form
+  const __half* c_h;                        // (B·H, n_blocks, D, D), the C form: f16 for the pre-scan,
+  const __nv_bfloat16* c_b;                 // bf16 for the reverse scan
   const __nv_bfloat16 *v, *o, *dout;        // (B, T, H, D)
   const float* lse;                         // (B, T, H)
   uint4* states;                            // (CTAs, n_blocks, kWarps, D / 16, 32): R_J fragments
@@ -356,20 +412,22 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   constexpr int LD = L::LD, LK = L::LK, NS = S / 8, ND = D / 8, KD = D / 16;
   constexpr int kWarps = kBwdWarps, kRows = L::kRows, NT = kWarps * 32;
   extern __shared__ __align__(16) unsigned char smem[];
-  // Two stages b = 0, 1 of (S, D) tiles K̃_J, V_J, W_J, U_J and G_J (S), double-buffered.
+  // Two stages b = 0, 1 of K̃_J, V_J, W_J, U_J (S, D) or, in the C form, K̃_J, V_J, C_J (in w_s),
+  // and G_J (S), double-buffered.
+  constexpr bool cf = kC<S, D>;
   auto k_s = [&](int b) { return reinterpret_cast<uint16_t*>(smem + b * L::kStage); };
   auto v_s = [&](int b) { return k_s(b) + L::kTile; };
   auto w_s = [&](int b) { return k_s(b) + 2 * L::kTile; };
   auto u_s = [&](int b) { return k_s(b) + 3 * L::kTile; };
-  auto g_s = [&](int b) { return reinterpret_cast<double*>(smem + b * L::kStage + 4 * L::kTile * 2); };
+  auto g_s = [&](int b) { return reinterpret_cast<double*>(smem + b * L::kStage + (2 * L::kTile + L::kMove) * 2); };
   uint16_t* do_s = reinterpret_cast<uint16_t*>(smem + 2 * L::kStage);  // (kRows, D): dout
   uint16_t* r_s = do_s + L::kRowsD;                                   // (kRows, D): R_J
   uint16_t* gam_s = r_s + L::kRowsD;                                  // (kRows, D): γ before the step
   uint16_t* p_s = gam_s + L::kRowsD;                                  // (kRows, S) each: P, dZ, X, −Y
-  uint16_t* z_s = p_s + L::kRowsK;
+  uint16_t* z_s = p_s + L::kRowsK;                                    // (X and −Y not in the C form)
   uint16_t* x_s = z_s + L::kRowsK;
   uint16_t* y_s = x_s + L::kRowsK;
-  double* gq = reinterpret_cast<double*>(y_s + L::kRowsK);            // (kRows)
+  double* gq = reinterpret_cast<double*>(p_s + L::kRowsS * L::kRowsK);  // (kRows)
   float* lse_s = reinterpret_cast<float*>(gq + kRows);                // (kRows), base 2
   float* delta_s = lse_s + kRows;                                     // (kRows)
   float* col_sum = delta_s + kRows;                                   // (S)
@@ -425,11 +483,16 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           r[j][2 * rho] = x.x, r[j][2 * rho + 1] = x.y;
         }
     };
-    // W_J, U_J (f16) of the pre-scan step J ≥ 1 into stage b.
+    const int64_t c_head = int64_t(bh) * a.n_blocks * D * D;  // C_J, dC_J of this head: + J·D·D
+    // W_J, U_J (f16), or C_J (f16) in the C form, of the pre-scan step J ≥ 1 into stage b.
     auto load_wu = [&](int b, int J) {
       const int64_t r0 = head + int64_t(J) * S;
-      stage_rows<D, LD, NT>(w_s(b), a.w_h + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(u_s(b), a.u_h + r0 * D, D, S, S);
+      if constexpr (cf) {
+        stage_rows<D, LD, NT>(w_s(b), a.c_h + c_head + int64_t(J) * D * D, D, D, D);
+      } else {
+        stage_rows<D, LD, NT>(w_s(b), a.w_h + r0 * D, D, S, S);
+        stage_rows<D, LD, NT>(u_s(b), a.u_h + r0 * D, D, S, S);
+      }
     };
     if (top - 1 >= 1) load_wu(0, top - 1);
     cp_async_commit();
@@ -451,6 +514,13 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
       cp_async_wait<1>();  // step J's W, U (committed one step earlier) have landed
       __syncthreads();
       if (!part) continue;
+      if constexpr (cf) {  // R ← R − R C_J, exactly as the forward scan
+        uint32_t rh[KD][4];
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) c_to_a<F16>(rh[kk], r[2 * kk], r[2 * kk + 1], -1.f);
+        move_c<D, LD>(r, rh, w_s(b));
+        continue;
+      }
       float x[NS][4] = {};
 #pragma unroll
       for (int kk = 0; kk < KD; ++kk) {
@@ -488,13 +558,17 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
     for (int j = 0; j < ND; ++j) gam[j][0] = gam[j][1] = gam[j][2] = gam[j][3] = 0.f;
     float row_sum[2] = {0.f, 0.f};
-    // K̃_J, V_J, W_J, U_J (bf16) and G_J of the reverse step J into stage b.
+    // K̃_J, V_J, W_J, U_J (bf16) or K̃_J, V_J, C_J (bf16), and G_J of the reverse step J into stage b.
     auto load_block = [&](int b, int J) {
       const int64_t r0 = head + int64_t(J) * S;
       stage_rows<D, LD, NT>(k_s(b), a.k_hat + r0 * D, D, S, S);
       stage_rows<D, LD, NT>(v_s(b), a.v + in0 + int64_t(J) * S * vstride, vstride, S, S);
-      stage_rows<D, LD, NT>(w_s(b), a.w_b + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(u_s(b), a.u_b + r0 * D, D, S, S);
+      if constexpr (cf) {
+        stage_rows<D, LD, NT>(w_s(b), a.c_b + c_head + int64_t(J) * D * D, D, D, D);
+      } else {
+        stage_rows<D, LD, NT>(w_s(b), a.w_b + r0 * D, D, S, S);
+        stage_rows<D, LD, NT>(u_s(b), a.u_b + r0 * D, D, S, S);
+      }
       for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(b) + 2 * e, a.g + r0 + 2 * e);
     };
     if (top > 0) load_block(0, 0);
@@ -522,21 +596,24 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         *reinterpret_cast<uint32_t*>(m + (row0 + 8 * rho) * ld + c) = pack2<Bf16>(x0, x1);
       };
       if (part) {
-        float z[NS][4] = {}, x[NS][4] = {}, dp[NS][4] = {};
+        float z[NS][4] = {}, x[cf ? 1 : NS][4] = {}, dp[NS][4] = {};  // no X in the C form
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk)
 #pragma unroll
           for (int nn = 0; nn < S / 16; ++nn) {
-            uint32_t bk[4], bw[4], bv[4];
+            uint32_t bk[4], bv[4];
             load_b_nk(bk, k_s(b), LD, 16 * nn, 16 * kk);
-            load_b_nk(bw, w_s(b), LD, 16 * nn, 16 * kk);
             load_b_nk(bv, v_s(b), LD, 16 * nn, 16 * kk);
             mma_16816<Bf16>(z[2 * nn], rf[kk], bk[0], bk[1]);
             mma_16816<Bf16>(z[2 * nn + 1], rf[kk], bk[2], bk[3]);
-            mma_16816<Bf16>(x[2 * nn], rf[kk], bw[0], bw[1]);
-            mma_16816<Bf16>(x[2 * nn + 1], rf[kk], bw[2], bw[3]);
             mma_16816<Bf16>(dp[2 * nn], dof[kk], bv[0], bv[1]);
             mma_16816<Bf16>(dp[2 * nn + 1], dof[kk], bv[2], bv[3]);
+            if constexpr (!cf) {
+              uint32_t bw[4];
+              load_b_nk(bw, w_s(b), LD, 16 * nn, 16 * kk);
+              mma_16816<Bf16>(x[2 * nn], rf[kk], bw[0], bw[1]);
+              mma_16816<Bf16>(x[2 * nn + 1], rf[kk], bw[2], bw[3]);
+            }
           }
         // P, dS, dZ; z becomes dZ. Rows past T have lse 0 and dout 0: P may be nonzero there, so mask.
         float cs[NS][2] = {};
@@ -562,7 +639,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           for (int j = 0; j < NS; ++j) {
             put(p_s, LK, 8 * j + 2 * t4, dp[j][2 * rho], dp[j][2 * rho + 1], rho);
             put(z_s, LK, 8 * j + 2 * t4, z[j][2 * rho], z[j][2 * rho + 1], rho);
-            put(x_s, LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
+            if constexpr (!cf) put(x_s, LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
           }
         }
         // Column sums over the warp's 16 rows (lanes with equal t4), then over the warps.
@@ -588,42 +665,72 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         for (int j = 0; j < ND; ++j)
 #pragma unroll
           for (int rho = 0; rho < 2; ++rho) put(gam_s, LD, 8 * j + 2 * t4, gam[j][2 * rho], gam[j][2 * rho + 1], rho);
-        // −Y = −γ U_Jᵀ (J > 0: γ = 0 at J = 0)
-        float y[NS][4] = {};
-        if (J > 0) {
+        if constexpr (cf) {
+          // γ ← γ − γ C_Jᵀ + dZ K̃_J (J > 0 for the first term: γ = 0 at J = 0)
+          if (J > 0) {
+            uint32_t ga[KD][4];
 #pragma unroll
-          for (int kk = 0; kk < KD; ++kk) {
-            uint32_t ga[4];
-            c_to_a<Bf16>(ga, gam[2 * kk], gam[2 * kk + 1], -1.f);
+            for (int kk = 0; kk < KD; ++kk) c_to_a<Bf16>(ga[kk], gam[2 * kk], gam[2 * kk + 1], -1.f);
 #pragma unroll
-            for (int nn = 0; nn < S / 16; ++nn) {
-              uint32_t bu[4];
-              load_b_nk(bu, u_s(b), LD, 16 * nn, 16 * kk);
-              mma_16816<Bf16>(y[2 * nn], ga, bu[0], bu[1]);
-              mma_16816<Bf16>(y[2 * nn + 1], ga, bu[2], bu[3]);
+            for (int kk = 0; kk < KD; ++kk)
+#pragma unroll
+              for (int nd = 0; nd < D / 16; ++nd) {
+                uint32_t bc[4];
+                load_b_nk(bc, w_s(b), LD, 16 * nd, 16 * kk);  // B[k][n] = C_J[n][k]
+                mma_16816<Bf16>(gam[2 * nd], ga[kk], bc[0], bc[1]);
+                mma_16816<Bf16>(gam[2 * nd + 1], ga[kk], bc[2], bc[3]);
+              }
+          }
+#pragma unroll
+          for (int kk = 0; kk < S / 16; ++kk) {
+            uint32_t za[4];
+            c_to_a<Bf16>(za, z[2 * kk], z[2 * kk + 1]);
+#pragma unroll
+            for (int nd = 0; nd < D / 16; ++nd) {
+              uint32_t bk[4];
+              load_b_kn(bk, k_s(b), LD, 16 * kk, 16 * nd);
+              mma_16816<Bf16>(gam[2 * nd], za, bk[0], bk[1]);
+              mma_16816<Bf16>(gam[2 * nd + 1], za, bk[2], bk[3]);
             }
           }
-        }
+        } else {
+          // −Y = −γ U_Jᵀ (J > 0: γ = 0 at J = 0)
+          float y[NS][4] = {};
+          if (J > 0) {
 #pragma unroll
-        for (int j = 0; j < NS; ++j)
+            for (int kk = 0; kk < KD; ++kk) {
+              uint32_t ga[4];
+              c_to_a<Bf16>(ga, gam[2 * kk], gam[2 * kk + 1], -1.f);
 #pragma unroll
-          for (int rho = 0; rho < 2; ++rho) put(y_s, LK, 8 * j + 2 * t4, y[j][2 * rho], y[j][2 * rho + 1], rho);
-        // γ ← γ + dZ K̃_J + (−Y) W_J
+              for (int nn = 0; nn < S / 16; ++nn) {
+                uint32_t bu[4];
+                load_b_nk(bu, u_s(b), LD, 16 * nn, 16 * kk);
+                mma_16816<Bf16>(y[2 * nn], ga, bu[0], bu[1]);
+                mma_16816<Bf16>(y[2 * nn + 1], ga, bu[2], bu[3]);
+              }
+            }
+          }
 #pragma unroll
-        for (int kk = 0; kk < S / 16; ++kk) {
-          uint32_t za[4], ya[4];
-          c_to_a<Bf16>(za, z[2 * kk], z[2 * kk + 1]);
-          c_to_a<Bf16>(ya, y[2 * kk], y[2 * kk + 1]);
+          for (int j = 0; j < NS; ++j)
 #pragma unroll
-          for (int nd = 0; nd < D / 16; ++nd) {
-            uint32_t bk[4], bw[4];
-            load_b_kn(bk, k_s(b), LD, 16 * kk, 16 * nd);
-            load_b_kn(bw, w_s(b), LD, 16 * kk, 16 * nd);
-            mma_16816<Bf16>(gam[2 * nd], za, bk[0], bk[1]);
-            mma_16816<Bf16>(gam[2 * nd + 1], za, bk[2], bk[3]);
-            if (J > 0) {
-              mma_16816<Bf16>(gam[2 * nd], ya, bw[0], bw[1]);
-              mma_16816<Bf16>(gam[2 * nd + 1], ya, bw[2], bw[3]);
+            for (int rho = 0; rho < 2; ++rho) put(y_s, LK, 8 * j + 2 * t4, y[j][2 * rho], y[j][2 * rho + 1], rho);
+          // γ ← γ + dZ K̃_J + (−Y) W_J
+#pragma unroll
+          for (int kk = 0; kk < S / 16; ++kk) {
+            uint32_t za[4], ya[4];
+            c_to_a<Bf16>(za, z[2 * kk], z[2 * kk + 1]);
+            c_to_a<Bf16>(ya, y[2 * kk], y[2 * kk + 1]);
+#pragma unroll
+            for (int nd = 0; nd < D / 16; ++nd) {
+              uint32_t bk[4], bw[4];
+              load_b_kn(bk, k_s(b), LD, 16 * kk, 16 * nd);
+              load_b_kn(bw, w_s(b), LD, 16 * kk, 16 * nd);
+              mma_16816<Bf16>(gam[2 * nd], za, bk[0], bk[1]);
+              mma_16816<Bf16>(gam[2 * nd + 1], za, bk[2], bk[3]);
+              if (J > 0) {
+                mma_16816<Bf16>(gam[2 * nd], ya, bw[0], bw[1]);
+                mma_16816<Bf16>(gam[2 * nd + 1], ya, bw[2], bw[3]);
+              }
             }
           }
         }
@@ -635,27 +742,37 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         for (int e = lane; e < 16 * LK / 2; e += 32) {
           reinterpret_cast<uint32_t*>(p_s + 16 * warp * LK)[e] = 0u;
           reinterpret_cast<uint32_t*>(z_s + 16 * warp * LK)[e] = 0u;
-          reinterpret_cast<uint32_t*>(x_s + 16 * warp * LK)[e] = 0u;
-          reinterpret_cast<uint32_t*>(y_s + 16 * warp * LK)[e] = 0u;
+          if constexpr (!cf) {
+            reinterpret_cast<uint32_t*>(x_s + 16 * warp * LK)[e] = 0u;
+            reinterpret_cast<uint32_t*>(y_s + 16 * warp * LK)[e] = 0u;
+          }
         }
       }
       __syncthreads();
 
-      // Key-side products, (S, D) each, in tiles of 16 keys × TW columns spread over the warps:
-      // dV += Pᵀ dout, dK̃ += dZᵀ R, dU += −Xᵀ γ_old, dW += (−Y)ᵀ R (the last two for J > 0).
+      // Key-side products in tiles of 16 rows × TW columns spread over the warps, (S, D) each:
+      // dV += Pᵀ dout, dK̃ += dZᵀ R, and for J > 0 dU += −Xᵀ γ_old, dW += (−Y)ᵀ R, or in the C form
+      // dC_J += −R_Jᵀ γ_old (D, D).
       constexpr int TW = D < 64 ? D : 64, NTW = TW / 8, per = (S / 16) * (D / TW);
-      const int n_out = J > 0 ? 4 : 2;
-      for (int tile = warp; tile < n_out * per; tile += kWarps) {
-        const int which = tile / per, k0 = (tile % per) / (D / TW) * 16, d0 = (tile % (D / TW)) * TW;
-        const uint16_t* am = which == 0 ? p_s : which == 1 ? z_s : which == 2 ? x_s : y_s;
+      constexpr int per_m = cf ? (D / 16) * (D / TW) : per;  // tiles of dC, or of dU and of dW
+      const int n_tiles = 2 * per + (J > 0 ? (cf ? 1 : 2) * per_m : 0);
+      for (int tile = warp; tile < n_tiles; tile += kWarps) {
+        const int which = tile < 2 * per ? tile / per : 2 + (tile - 2 * per) / per_m;
+        const int local = tile < 2 * per ? tile % per : (tile - 2 * per) % per_m;
+        const int k0 = local / (D / TW) * 16, d0 = (local % (D / TW)) * TW;
+        const bool dc = cf && which == 2;
+        const uint16_t* am = which == 0 ? p_s : which == 1 ? z_s : dc ? r_s : which == 2 ? x_s : y_s;
         const uint16_t* bm = which == 0 ? do_s : which == 2 ? gam_s : r_s;
-        float* out = which == 0 ? acc.dv : which == 1 ? acc.dk_hat : which == 2 ? acc.du : acc.dw_scan;
+        float* out = which == 0 ? acc.dv + r0 * D
+                     : which == 1 ? acc.dk_hat + r0 * D
+                     : dc ? acc.dc + c_head + int64_t(J) * D * D
+                     : which == 2 ? acc.du + r0 * D : acc.dw_scan + r0 * D;
         const float sign = which == 2 ? -1.f : 1.f;
         float t[NTW][4] = {};
 #pragma unroll
         for (int kk = 0; kk < kRows / 16; ++kk) {
           uint32_t at[4];
-          load_a_t(at, am, LK, k0, 16 * kk);
+          load_a_t(at, am, dc ? LD : LK, k0, 16 * kk);
 #pragma unroll
           for (int nn = 0; nn < TW / 16; ++nn) {
             uint32_t bb[4];
@@ -667,7 +784,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         // Lanes t4 and t4 ^ 1 swap halves so each holds 4 adjacent columns of one row: even t4 row g,
         // odd t4 row g + 8, columns 8j + 4·(t4 / 2) … + 3; then one float4 atomic each.
         const bool odd = t4 & 1;
-        float* dst = out + (r0 + k0 + g + (odd ? 8 : 0)) * D + d0 + 4 * (t4 >> 1);
+        float* dst = out + (k0 + g + (odd ? 8 : 0)) * D + d0 + 4 * (t4 >> 1);
 #pragma unroll
         for (int j = 0; j < NTW; ++j) {
           const float s0 = __shfl_xor_sync(0xffffffffu, odd ? t[j][0] : t[j][2], 1);
@@ -702,6 +819,38 @@ void pack(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfl
   PB_LAUNCH_CHECK();
 }
 
+void pack_c(__half* ch, __nv_bfloat16* cb, const float* c, int64_t n) {
+  pack_c_kernel<<<int(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, stream()>>>(ch, cb, c, n);
+  PB_LAUNCH_CHECK();
+}
+
+// The packed copies the scans read, in scratch arena 2 after `cv`'s earlier arrays: K̃ (bf16), and
+// in the C form C (f16; the backward also bf16), else W, U (f16; the backward also bf16).
+struct Packed {
+  __nv_bfloat16 *kb = nullptr, *wb = nullptr, *ub = nullptr, *cb = nullptr;
+  __half *wh = nullptr, *uh = nullptr, *ch = nullptr;
+};
+Packed take_packed(Carver& cv, const AttnShape& sh, int S, bool backward) {
+  const int n_blocks = ceil_div(sh.T, S);
+  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * sh.D;  // (B·H, Tp, D)
+  const int64_t c_size = int64_t(sh.B) * sh.H * n_blocks * sh.D * sh.D;
+  Packed p;
+  p.kb = cv.take<__nv_bfloat16>(packed);
+  if (sh.D <= S) {  // kC
+    p.ch = cv.take<__half>(c_size);
+    if (backward) p.cb = cv.take<__nv_bfloat16>(c_size);
+  } else {
+    p.wh = cv.take<__half>(packed);
+    p.uh = cv.take<__half>(packed);
+    if (backward) p.wb = cv.take<__nv_bfloat16>(packed), p.ub = cv.take<__nv_bfloat16>(packed);
+  }
+  return p;
+}
+void pack_all(const Packed& pk, const path::Prepared& p, const float* w, const AttnShape& sh) {
+  pack(pk.kb, pk.wh, pk.uh, pk.wb, pk.ub, p, w, sh);
+  if (pk.ch) pack_c(pk.ch, pk.cb, p.c, int64_t(sh.B) * sh.H * p.n_blocks * sh.D * sh.D);
+}
+
 const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
 
 template <int S, int D>
@@ -726,28 +875,24 @@ void path_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, c
   if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
   check_shape(sh);
   const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
-  const int S = sh.D > 64 ? 32 : 64, n_blocks = ceil_div(sh.T, S);
-  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * sh.D;  // (B·H, Tp, D)
+  const int S = sh.D > 64 ? 32 : 64;
 
-  // Arena 2: fp32 q, k for prep (dead after it), then the packed K̃, W, U.
+  // Arena 2: fp32 q, k for prep, then the packed copies.
   Carver measure{nullptr};
   measure.take<float>(n);
   measure.take<float>(n);
-  measure.take<uint16_t>(3 * packed);
+  take_packed(measure, sh, S, false);
   Carver cv{static_cast<char*>(scratch(measure.used, 2))};
   float* q32 = cv.take<float>(n);
   float* k32 = cv.take<float>(n);
+  const Packed pk = take_packed(cv, sh, S, false);
   from_bf16(q32, q, n);
   from_bf16(k32, k, n);
   const path::Prepared p = path::prepare(q32, k32, w, beta, log_f, args);
-
-  auto* kb = cv.take<__nv_bfloat16>(packed);
-  auto* wh = cv.take<__half>(packed);
-  auto* uh = cv.take<__half>(packed);
-  pack(kb, wh, uh, nullptr, nullptr, p, w, sh);
+  pack_all(pk, p, w, sh);
 
   const ScanArgs sa{sh.B, sh.T, sh.H, p.n_blocks, p.Tp, ceil_div(sh.T, Layout<64, 64>::kRows),
-                    float(args.scale) * kLog2e, p.g, p.q_hat, p.s_loc, kb, wh, uh, bf(v),
+                    float(args.scale) * kLog2e, p.g, p.q_hat, p.s_loc, pk.kb, pk.wh, pk.uh, pk.ch, bf(v),
                     reinterpret_cast<__nv_bfloat16*>(o), lse, log_f != nullptr};
   if (sh.D == 32)
     scan<64, 32>(sa);
@@ -779,24 +924,19 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
   const AttnShape& sh = args.shape;
   const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
   const int n_blocks = ceil_div(sh.T, S), n_tiles = ceil_div(sh.T, BwdLayout<S, D>::kRows);
-  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * D;
   const int ctas = std::min(resident_ctas<S, D>(), sh.B * sh.H * n_tiles);
   const int64_t state_words = int64_t(ctas) * n_blocks * kBwdWarps * (D / 16) * 32;  // uint4 each
 
   // Arena 2: fp32 q, k, v, dout (for prep and the UT backward), fp32 dq, dk, dv (its outputs),
-  // the packed K̃, W, U and the scan states.
+  // the packed copies and the scan states.
   Carver sizes{nullptr};
   for (int i = 0; i < 7; ++i) sizes.take<float>(n);
-  for (int i = 0; i < 5; ++i) sizes.take<uint16_t>(packed);
+  take_packed(sizes, sh, S, true);
   sizes.take<uint4>(state_words);
   Carver cv{static_cast<char*>(scratch(sizes.used, 2))};
   float *q32 = cv.take<float>(n), *k32 = cv.take<float>(n), *v32 = cv.take<float>(n), *do32 = cv.take<float>(n);
   float *dq32 = cv.take<float>(n), *dk32 = cv.take<float>(n), *dv32 = cv.take<float>(n);
-  auto* kb = cv.take<__nv_bfloat16>(packed);
-  auto* wh = cv.take<__half>(packed);
-  auto* uh = cv.take<__half>(packed);
-  auto* wb = cv.take<__nv_bfloat16>(packed);
-  auto* ub = cv.take<__nv_bfloat16>(packed);
+  const Packed pk = take_packed(cv, sh, S, true);
   auto* states = cv.take<uint4>(state_words);
 
   from_bf16(q32, q, n);
@@ -804,10 +944,10 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
   from_bf16(v32, v, n);
   from_bf16(do32, dout, n);
   const path::Accumulators acc = path::backward_begin(q32, k32, w, beta, log_f, args);
-  pack(kb, wh, uh, wb, ub, acc, w, sh);
+  pack_all(pk, acc, w, sh);
   const BwdArgs ba{sh.B, sh.T, sh.H, n_blocks, acc.Tp, n_tiles, float(args.scale), float(args.scale) * kLog2e,
-                   acc.g, acc.q_hat, kb, wb, ub, wh, uh, bf(v), bf(o), bf(dout), lse, states, acc,
-                   log_f != nullptr};
+                   acc.g, acc.q_hat, pk.kb, pk.wb, pk.ub, pk.wh, pk.uh, pk.ch, pk.cb, bf(v), bf(o), bf(dout),
+                   lse, states, acc, log_f != nullptr};
   path_scan_backward_bf16_kernel<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
   PB_LAUNCH_CHECK();
   path::backward_end(acc, dq32, dk32, dv32, dw, dbeta, dlog_f, do32, lse, q32, k32, v32, w, beta, log_f, args);
