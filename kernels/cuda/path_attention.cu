@@ -26,8 +26,8 @@
 // Products run on shared-memory tiles (path_tiles.cuh): 256 threads as a 16 × 16 grid, each thread
 // holding the elements (ty + 16 i, tx + 16 j) of an M × N result in registers, fp32 FFMA; shared
 // arrays have odd row strides (cols + 1), so rows and columns are both read without bank
-// conflicts. prep and ut_bwd also come with TC = true: the same code on TF32 tensor-core tiles
-// (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
+// conflicts. prep and ut_bwd also come with AR = kTf32 or kTf32x3: the same code on tensor-core
+// tiles (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -65,8 +65,13 @@ struct Dims {
 // (R ← R − R C_J, one product) instead of R ← R − (R W_Jᵀ) U_J (two), where that is cheaper:
 // DP ≤ S (kernels/README.md, "PaTH attention", C form). Prep then also writes C, and the scan's
 // dC_J is turned into dU_J = W_J dC_J, dW_J = U_J dC_Jᵀ before the UT backward.
-template <int S, int DP, bool TC>
-constexpr bool kCForm = TC && DP <= S;
+template <int S, int DP, int AR>
+constexpr bool kCForm = AR != kFp32 && DP <= S;
+
+// The bf16 path's prep and UT backward arithmetic: TF32 up to head dim 64; 3xTF32 at 128 (blocks
+// of S = 32, 128-wide products), where TF32 gave dq 4.08e-3 > 4e-3 at T = 1100, β ∈ (1.5, 2).
+template <int DP>
+constexpr int kBf16Arith = DP <= 64 ? kTf32 : kTf32x3;
 
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
@@ -110,16 +115,16 @@ __device__ double block_sum_double(double x, double* red) {
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
 //   S_loc = tril_incl(Q Kᵀ) − QW M
 // A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
-// (S × S) arrays have stride S + kPad<TC>, U has stride DP + kPad<TC> (path_tiles.cuh). Without
+// (S × S) arrays have stride S + kPad<AR>, U has stride DP + kPad<AR> (path_tiles.cuh). Without
 // WithTm, Tm is not formed (tm is unused) and m may alias e (each thread reads its column of E
 // before writing that column of M). Ends with __syncthreads().
-template <int S, int DP, bool TC, bool WithTm>
+template <int S, int DP, int AR, bool WithTm>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4;
+  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>, LA = S + 4;
   {
-    TileOf<S, S, TC> t;
+    TileOf<S, S, AR> t;
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, w, 1, LB);  // W Wᵀ
     t.each([&](int r, int c, float& x) { a[r * LA + c] = c < r ? beta[r] * x : 0.f; });
@@ -175,7 +180,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
   }
   __syncthreads();
   {
-    TileOf<S, S, TC> t;
+    TileOf<S, S, AR> t;
     t.zero();
     mma(t, S, -1.f, qw, LS, 1, m, LS, 1);  // −QW M (strictly lower: QW lower, M strictly lower)
     t.each([&](int r, int c, float& x) { s_loc[r * LS + c] += x; });
@@ -187,14 +192,14 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
 
 // M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM (fp32 tiles).
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
+  return 16 + S + 4 * S * (DP + kPad<AR>) + S * (S + 4) + 3 * S * (S + kPad<AR>);
 }
 
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
+  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>;
   extern __shared__ __align__(16) float smem[];
   double* red = reinterpret_cast<double*>(smem);  // (8)
   float* beta = smem + 16;                         // (S)
@@ -234,9 +239,9 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP, TC, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
+  ut_transform<S, DP, AR, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
 
-  TileOf<S, DP, TC> t;
+  TileOf<S, DP, AR> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
   mma(t, S, -1.f, qw, LS, 1, u, LB, 1);  // Q̃ = Q − QW U
   t.each([&](int r, int col, float& x) { sc.q_hat[(head_row + r) * DP + col] = x; });
@@ -244,8 +249,8 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   mma(t, S, -1.f, m, 1, LS, w, LB, 1);  // K̃ = K − Mᵀ W
   t.each([&](int r, int col, float& x) { sc.k_hat[(head_row + r) * DP + col] = x; });
   for (int i = tid; i < S * DP; i += kThreads) sc.u[head_row * DP + i] = u[(i / DP) * LB + i % DP];
-  if constexpr (kCForm<S, DP, TC>) {  // C = Wᵀ U (rows of W, U past T are zero)
-    TileOf<DP, DP, TC> cw;
+  if constexpr (kCForm<S, DP, AR>) {  // C = Wᵀ U (rows of W, U past T are zero)
+    TileOf<DP, DP, AR> cw;
     cw.zero();
     mma(cw, S, 1.f, w, 1, LB, u, LB, 1);
     float* out = sc.c + (int64_t(bh) * d.n_blocks + c) * DP * DP;  // (DP, DP)
@@ -606,20 +611,20 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 //   dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ Wb + diag(β) dWb,  dβ_r = dWb_r · w_r
 // with dS the block's (scaled) diagonal dZ and Wb = diag(β) W (never formed: β scales in place).
 
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 constexpr int ut_backward_smem_floats() {
-  return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
+  return 2 * S + 5 * S + 6 * S * (DP + kPad<AR>) + S * (S + 4) + 6 * S * (S + kPad<AR>);
 }
 
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
                                                                     const float* dout,
                                                                     const float* lse, float* dq,
                                                                     float* dk, float* dv, float* dw,
                                                                     float* dbeta) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  using TileSS = TileOf<S, S, TC>;
-  using TileSD = TileOf<S, DP, TC>;
+  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>;
+  using TileSS = TileOf<S, S, AR>;
+  using TileSD = TileOf<S, DP, AR>;
   extern __shared__ __align__(16) float smem[];
   double* gq = reinterpret_cast<double*>(smem);  // (S)
   float* beta = smem + 2 * S;                    // (S)
@@ -663,7 +668,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
     col_sum[tid] = 0.f;
   }
   __syncthreads();
-  ut_transform<S, DP, TC, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
+  ut_transform<S, DP, AR, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
 
   {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
     TileSS dp;
@@ -773,12 +778,12 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
 // written over the (untouched) accumulators du, dw_scan that the UT backward reads.
 template <int S, int DP>
 constexpr int c_backward_smem_floats() {
-  return 2 * S * (DP + kPad<true>) + DP * (DP + kPad<true>);
+  return 2 * S * (DP + kPad<kTf32>) + DP * (DP + kPad<kTf32>);
 }
 
 template <int S, int DP>
 __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + kPad<true>;
+  constexpr int LB = DP + kPad<kTf32>;
   extern __shared__ __align__(16) float smem[];
   float* w = smem;        // (S, DP): W of the block
   float* u = w + S * LB;  // (S, DP): U
@@ -790,7 +795,7 @@ __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Input
   load_rows<S, DP>(u, LB, sc.u + head_row * DP, DP, S, DP);
   load_rows<DP, DP>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
   __syncthreads();
-  TcTile<S, DP> t;
+  TcTile<S, DP, false> t;
   t.zero();
   mma(t, DP, 1.f, w, LB, 1, dc, LB, 1);  // dU = W dC
   t.each([&](int r, int col, float& x) { sc.du[(head_row + r) * DP + col] = x; });
@@ -820,10 +825,10 @@ __global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* bytes) {
   const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp, c_size = bh * d.n_blocks * DP * DP;
-  constexpr bool cf = kCForm<S, DP, TC>;
+  constexpr bool cf = kCForm<S, DP, AR>;
   Carver cv{base};
   Scratch sc{};
   sc.g = cv.take<double>(rows);
@@ -854,13 +859,13 @@ Dims make_dims(const PathAttentionArgs& args, int S) {
   return {sh.B, sh.T, sh.H, sh.D, n, n * S, float(args.scale)};
 }
 
-// TC: the products on TF32 tensor cores (the bf16 path), else plain fp32.
-template <int S, int DP, bool TC>
+// AR: the arithmetic of the products (path_tiles.cuh): kFp32 for the fp32 ops, kBf16Arith for bf16.
+template <int S, int DP, int AR>
 void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
-  constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
+  constexpr int bytes = prep_smem_floats<S, DP, AR>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
-  set_smem(path_prep_kernel<S, DP, TC>, bytes);
-  path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
+  set_smem(path_prep_kernel<S, DP, AR>, bytes);
+  path_prep_kernel<S, DP, AR><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
 }
 
@@ -868,9 +873,9 @@ template <int S, int DP>
 void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP, false>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP, false>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP, false>(d, in, sc);
+  carve<S, DP, kFp32>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, kFp32>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, kFp32>(d, in, sc);
   constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(fwd_bytes <= 232448, "forward shared memory");
   set_smem(path_forward_kernel<S, DP>, fwd_bytes);
@@ -894,12 +899,12 @@ int scan_resident_ctas() {
 }
 
 // Prep and zeroed accumulators for the backward, in scratch; `scan_ctas` slices of scan states.
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
   size_t bytes = 0;
-  carve<S, DP, TC>(nullptr, d, true, scan_ctas, &bytes);
-  const Scratch sc = carve<S, DP, TC>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
-  launch_prep<S, DP, TC>(d, in, sc);
+  carve<S, DP, AR>(nullptr, d, true, scan_ctas, &bytes);
+  const Scratch sc = carve<S, DP, AR>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
+  launch_prep<S, DP, AR>(d, in, sc);
   const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
                            size_t(d.B) * d.H * d.Tp * sizeof(float);
   PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
@@ -907,19 +912,19 @@ Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
 }
 
 // After the scan: the UT backward writes dq, dk, dv, dw, dβ; the gate kernel dlog_f.
-template <int S, int DP, bool TC>
+template <int S, int DP, int AR>
 void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq, float* dk, float* dv,
                   float* dw, float* dbeta, float* dlog_f, const float* dout, const float* lse) {
-  if constexpr (kCForm<S, DP, TC>) {
+  if constexpr (kCForm<S, DP, AR>) {
     constexpr int c_bytes = c_backward_smem_floats<S, DP>() * int(sizeof(float));
     set_smem(path_c_backward_kernel<S, DP>, c_bytes);
     path_c_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, c_bytes, stream()>>>(d, in, sc);
     PB_LAUNCH_CHECK();
   }
-  constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
+  constexpr int ut_bytes = ut_backward_smem_floats<S, DP, AR>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
-  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
+  set_smem(path_ut_backward_kernel<S, DP, AR>, ut_bytes);
+  path_ut_backward_kernel<S, DP, AR><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
   PB_LAUNCH_CHECK();
 
@@ -936,17 +941,17 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
   const Dims d = make_dims(args, S);
   constexpr int QB = kScanQB<S>;
   const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
-  const Scratch sc = backward_begin<S, DP, false>(d, in, scan_ctas);
+  const Scratch sc = backward_begin<S, DP, kFp32>(d, in, scan_ctas);
   constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
   path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
   PB_LAUNCH_CHECK();
-  backward_end<S, DP, false>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  backward_end<S, DP, kFp32>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 template <int S, int DP>
 path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
-  const Scratch sc = backward_begin<S, DP, true>(d, in, 0);
+  const Scratch sc = backward_begin<S, DP, kBf16Arith<DP>>(d, in, 0);
   return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, nullptr},
           sc.delta, sc.dq_hat, sc.dk_hat, sc.du, sc.dw_scan, sc.dv, sc.dc, sc.dg};
 }
@@ -962,7 +967,7 @@ void end_impl(const path::Accumulators& a, const Inputs& in, const PathAttention
   sc.u = const_cast<float*>(a.u);
   sc.delta = a.delta, sc.dq_hat = a.dq_hat, sc.dk_hat = a.dk_hat, sc.du = a.du;
   sc.dw_scan = a.dw_scan, sc.dv = a.dv, sc.dc = a.dc, sc.dg = a.dg;
-  backward_end<S, DP, true>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  backward_end<S, DP, kBf16Arith<DP>>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 void check_head_dim(int D) {
@@ -974,9 +979,9 @@ template <int S, int DP>
 path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP, true>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP, true>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP, true>(d, in, sc);
+  carve<S, DP, kBf16Arith<DP>>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, kBf16Arith<DP>>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, kBf16Arith<DP>>(d, in, sc);
   return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, sc.s_loc};
 }
 

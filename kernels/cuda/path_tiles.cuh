@@ -2,11 +2,13 @@
 // the 256 threads of a CTA, with one interface for two kinds of arithmetic.
 //   Tile<M, N>     plain fp32 FFMA: the 16 × 16 threads each hold the elements
 //                  (ty + 16 i, tx + 16 j), ty = tid / 16, tx = tid % 16.
-//   TcTile<M, N>   TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): the 8 warps as a
-//                  WM × WN grid, warp (wm, wn) holding rows 16 wm … 16 wm + 15 and FN n-tiles of
-//                  8 columns from wn·N/WN, in the C-fragment layout of mma.cuh (lane 4g + t:
+//   TcTile<M, N, Split>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): the 8 warps
+//                  as a WM × WN grid, warp (wm, wn) holding rows 16 wm … 16 wm + 15 and FN n-tiles
+//                  of 8 columns from wn·N/WN, in the C-fragment layout of mma.cuh (lane 4g + t:
 //                  rows g, g + 8, columns 2t, 2t + 1). Operands are rounded to TF32 (10-bit
-//                  mantissa, cvt.rna), finer than the bf16 they feed; the bf16 PaTH path uses it.
+//                  mantissa, cvt.rna), finer than the bf16 they feed; with Split ("3xTF32") each
+//                  operand is x_hi + x_lo, both TF32, and a b = a_hi b_lo + a_lo b_hi + a_hi b_hi:
+//                  about fp32's accuracy at three products' cost. The bf16 PaTH path uses them.
 // mma(c, K, α, a, am, ak, b, bk, bn[, ks]) adds α·A B over k < K (a multiple of 8), with
 // A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] in shared memory (and A(m, k) also times
 // ks[k] with KScale). each(f) calls f(row, col, element&) for the thread's elements;
@@ -87,7 +89,7 @@ __device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const flo
   }
 }
 
-template <int M, int N>
+template <int M, int N, bool Split>
 struct TcTile {
   static constexpr int WM = M / 16 < 8 ? M / 16 : 8, WN = 8 / WM;  // warps along rows, columns
   static constexpr int NW = N / WN, FN = NW / 8;                    // columns, n-tiles per warp
@@ -145,38 +147,65 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
 
 // One warp per 16 × NW block of c; per 8-wide k step an A fragment (rows g, g + 8; k = t, t + 4)
 // and FN B fragments (k = t, t + 4; column g of each n-tile), then FN mma.sync m16n8k8.
-template <bool KScale = false, int M, int N>
-__device__ __forceinline__ void mma(TcTile<M, N>& c, int K, float alpha, const float* a, int am,
+// x's TF32 rounding and, for Split, the TF32 rounding of the rest.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = to_tf32(x);
+  lo = to_tf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mma_1688(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool KScale = false, int M, int N, bool Split>
+__device__ __forceinline__ void mma(TcTile<M, N, Split>& c, int K, float alpha, const float* a, int am,
                                     int ak, const float* b, int bk, int bn,
                                     const float* ks = nullptr) {
+  using Tc = TcTile<M, N, Split>;
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const float* ap = a + (TcTile<M, N>::row0() + g) * am + t * ak;
-  const float* bp = b + t * bk + (TcTile<M, N>::col0() + g) * bn;
+  const float* ap = a + (Tc::row0() + g) * am + t * ak;
+  const float* bp = b + t * bk + (Tc::col0() + g) * bn;
 #pragma unroll 2
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float s0 = KScale ? alpha * ks[k0 + t] : alpha, s1 = KScale ? alpha * ks[k0 + t + 4] : alpha;
     const float* ak0 = ap + k0 * ak;
-    const uint32_t a0 = to_tf32(s0 * ak0[0]), a1 = to_tf32(s0 * ak0[8 * am]);
-    const uint32_t a2 = to_tf32(s1 * ak0[4 * ak]), a3 = to_tf32(s1 * ak0[8 * am + 4 * ak]);
+    const float av[4] = {s0 * ak0[0], s0 * ak0[8 * am], s1 * ak0[4 * ak], s1 * ak0[8 * am + 4 * ak]};
+    uint32_t ah[4], al[4];
 #pragma unroll
-    for (int j = 0; j < TcTile<M, N>::FN; ++j) {
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (Split)
+        split_tf32(av[i], ah[i], al[i]);
+      else
+        ah[i] = to_tf32(av[i]);
+    }
+#pragma unroll
+    for (int j = 0; j < Tc::FN; ++j) {
       const float* bj = bp + k0 * bk + 8 * j * bn;
-      const uint32_t b0 = to_tf32(bj[0]), b1 = to_tf32(bj[4 * bk]);
-      float(&d)[4] = c.v[j];
-      asm volatile(
-          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-          "{%8,%9}, {%0,%1,%2,%3};\n"
-          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+      if constexpr (Split) {
+        uint32_t bh0, bl0, bh1, bl1;
+        split_tf32(bj[0], bh0, bl0);
+        split_tf32(bj[4 * bk], bh1, bl1);
+        mma_1688(c.v[j], al, bh0, bh1);  // the small terms first
+        mma_1688(c.v[j], ah, bl0, bl1);
+        mma_1688(c.v[j], ah, bh0, bh1);
+      } else {
+        mma_1688(c.v[j], ah, to_tf32(bj[0]), to_tf32(bj[4 * bk]));
+      }
     }
   }
 }
 
-// The tile of a kernel instantiated for TF32 tensor cores (TC) or plain fp32, and the row
-// padding of its shared arrays (odd strides for Tile, ≡ 4 mod 32 for TcTile).
-template <int M, int N, bool TC>
-using TileOf = std::conditional_t<TC, TcTile<M, N>, Tile<M, N>>;
-template <bool TC>
-constexpr int kPad = TC ? 4 : 1;
+// The arithmetic of a kernel's tile products: plain fp32 (FFMA), TF32 or 3xTF32 tensor cores;
+// its tile type, and the row padding of its shared arrays (odd strides for Tile, ≡ 4 mod 32 for
+// TcTile).
+enum Arith : int { kFp32 = 0, kTf32 = 1, kTf32x3 = 2 };
+template <int M, int N, int AR>
+using TileOf = std::conditional_t<AR == kFp32, Tile<M, N>, TcTile<M, N, AR == kTf32x3>>;
+template <int AR>
+constexpr int kPad = AR == kFp32 ? 1 : 4;
 
 }  // namespace pb::cuda
