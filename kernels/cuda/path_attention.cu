@@ -26,8 +26,8 @@
 // Products run on shared-memory tiles (path_tiles.cuh): 256 threads as a 16 × 16 grid, each thread
 // holding the elements (ty + 16 i, tx + 16 j) of an M × N result in registers, fp32 FFMA; shared
 // arrays have odd row strides (cols + 1), so rows and columns are both read without bank
-// conflicts. prep and ut_bwd also come with AR = kTf32 or kTf32x3: the same code on tensor-core
-// tiles (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
+// conflicts. prep and ut_bwd also come with TC = true: the same code on TF32 tensor-core tiles
+// (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -47,7 +47,7 @@ namespace {
 template <int ROWS, int COLS>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
                                           int n_rows, int n_cols) {
-  for (int e = threadIdx.x; e < ROWS * COLS; e += kThreads) {
+  for (int e = threadIdx.x; e < ROWS * COLS; e += blockDim.x) {
     const int r = e / COLS, c = e - r * COLS;
     dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
   }
@@ -65,13 +65,13 @@ struct Dims {
 // (R ← R − R C_J, one product) instead of R ← R − (R W_Jᵀ) U_J (two), where that is cheaper:
 // DP ≤ S (kernels/README.md, "PaTH attention", C form). Prep then also writes C, and the scan's
 // dC_J is turned into dU_J = W_J dC_J, dW_J = U_J dC_Jᵀ before the UT backward.
-template <int S, int DP, int AR>
-constexpr bool kCForm = AR != kFp32 && DP <= S;
+template <int S, int DP, bool TC>
+constexpr bool kCForm = TC && DP <= S;
 
-// The bf16 path's prep and UT backward arithmetic: TF32 up to head dim 64; 3xTF32 at 128 (blocks
-// of S = 32, 128-wide products), where TF32 gave dq 4.08e-3 > 4e-3 at T = 1100, β ∈ (1.5, 2).
-template <int DP>
-constexpr int kBf16Arith = DP <= 64 ? kTf32 : kTf32x3;
+// Threads of the prep and UT-backward CTAs: 512 (16 warps, still one CTA per SM by shared
+// memory) on tensor cores with S = 64, else 256 (Tile's 16 × 16 threads; TcTile at S = 32).
+template <int S, bool TC>
+constexpr int kThreadsOf = TC && S == 64 ? 512 : kThreads;
 
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
@@ -104,7 +104,7 @@ __device__ double block_sum_double(double x, double* red) {
   if (lane == 0) red[warp] = x;
   __syncthreads();
   double s = 0;
-  for (int i = 0; i < kThreads / 32; ++i) s += red[i];
+  for (int i = 0; i < int(blockDim.x) / 32; ++i) s += red[i];
   __syncthreads();
   return s;
 }
@@ -115,16 +115,16 @@ __device__ double block_sum_double(double x, double* red) {
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
 //   S_loc = tril_incl(Q Kᵀ) − QW M
 // A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
-// (S × S) arrays have stride S + kPad<AR>, U has stride DP + kPad<AR> (path_tiles.cuh). Without
+// (S × S) arrays have stride S + kPad<TC>, U has stride DP + kPad<TC> (path_tiles.cuh). Without
 // WithTm, Tm is not formed (tm is unused) and m may alias e (each thread reads its column of E
 // before writing that column of M). Ends with __syncthreads().
-template <int S, int DP, int AR, bool WithTm>
+template <int S, int DP, bool TC, bool WithTm>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
-  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>, LA = S + 4;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NW = kThreadsOf<S, TC> / 32;
   {
-    TileOf<S, S, AR> t;
+    TileOf<S, S, TC, NW> t;
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, w, 1, LB);  // W Wᵀ
     t.each([&](int r, int c, float& x) { a[r * LA + c] = c < r ? beta[r] * x : 0.f; });
@@ -139,7 +139,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
     t.each([&](int r, int c, float& x) { s_loc[r * LS + c] = c <= r ? x : 0.f; });
   }
   __syncthreads();
-  static_assert(2 * S + DP <= kThreads, "one thread per column of [Tm | U | M]");
+  static_assert(2 * S + DP <= kThreadsOf<S, TC>, "one thread per column of [Tm | U | M]");
   static_assert(S % 4 == 0, "A rows are read four at a time");
   const int col = int(threadIdx.x) + (WithTm ? 0 : S);  // without Tm, threads start at U's columns
   if (col < 2 * S + DP) {  // warp-uniform branches: S and DP are multiples of 32
@@ -180,7 +180,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
   }
   __syncthreads();
   {
-    TileOf<S, S, AR> t;
+    TileOf<S, S, TC, NW> t;
     t.zero();
     mma(t, S, -1.f, qw, LS, 1, m, LS, 1);  // −QW M (strictly lower: QW lower, M strictly lower)
     t.each([&](int r, int c, float& x) { s_loc[r * LS + c] += x; });
@@ -192,17 +192,18 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
 
 // M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM (fp32 tiles).
-template <int S, int DP, int AR>
+template <int S, int DP, bool TC>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + kPad<AR>) + S * (S + 4) + 3 * S * (S + kPad<AR>);
+  return 32 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP, int AR>
-__global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>;
+template <int S, int DP, bool TC>
+__global__ void __launch_bounds__(kThreadsOf<S, TC>, kThreadsOf<S, TC> == 512 ? 1 : 2)
+    path_prep_kernel(Dims d, Inputs in, Scratch sc) {
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, NT = kThreadsOf<S, TC>, NW = NT / 32;
   extern __shared__ __align__(16) float smem[];
-  double* red = reinterpret_cast<double*>(smem);  // (8)
-  float* beta = smem + 16;                         // (S)
+  double* red = reinterpret_cast<double*>(smem);  // (16): one per warp
+  float* beta = smem + 32;                         // (S)
   float* q = beta + S;                             // (S, DP) each, stride LB
   float* k = q + S * LB;
   float* w = k + S * LB;
@@ -213,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   float* s_loc = qw + S * LS;
   float* m = e;
 
-  static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
+  static_assert((32 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x;
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   // G_t = Σ_{u≤t} log_f_u (double): the sum before the block, then a serial prefix inside it.
   if (in.log_f) {
     double part = 0;
-    for (int t = tid; t < a0; t += kThreads) part += in.log_f[d.in_row(b, t, h)];
+    for (int t = tid; t < a0; t += NT) part += in.log_f[d.in_row(b, t, h)];
     const double base = block_sum_double(part, red);
     if (tid < S) {
       double s = base;
@@ -239,18 +240,18 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP, AR, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
+  ut_transform<S, DP, TC, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
 
-  TileOf<S, DP, AR> t;
+  TileOf<S, DP, TC, NW> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
   mma(t, S, -1.f, qw, LS, 1, u, LB, 1);  // Q̃ = Q − QW U
   t.each([&](int r, int col, float& x) { sc.q_hat[(head_row + r) * DP + col] = x; });
   t.each([&](int r, int col, float& x) { x = k[r * LB + col]; });
   mma(t, S, -1.f, m, 1, LS, w, LB, 1);  // K̃ = K − Mᵀ W
   t.each([&](int r, int col, float& x) { sc.k_hat[(head_row + r) * DP + col] = x; });
-  for (int i = tid; i < S * DP; i += kThreads) sc.u[head_row * DP + i] = u[(i / DP) * LB + i % DP];
-  if constexpr (kCForm<S, DP, AR>) {  // C = Wᵀ U (rows of W, U past T are zero)
-    TileOf<DP, DP, AR> cw;
+  for (int i = tid; i < S * DP; i += NT) sc.u[head_row * DP + i] = u[(i / DP) * LB + i % DP];
+  if constexpr (kCForm<S, DP, TC>) {  // C = Wᵀ U (rows of W, U past T are zero)
+    TileOf<DP, DP, TC, NW> cw;
     cw.zero();
     mma(cw, S, 1.f, w, 1, LB, u, LB, 1);
     float* out = sc.c + (int64_t(bh) * d.n_blocks + c) * DP * DP;  // (DP, DP)
@@ -258,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs i
   }
   if (sc.s_loc) {
     float* out = sc.s_loc + (int64_t(bh) * d.n_blocks + c) * S * S;  // (S, S)
-    for (int i = tid; i < S * S; i += kThreads) out[i] = s_loc[(i / S) * LS + i % S];
+    for (int i = tid; i < S * S; i += NT) out[i] = s_loc[(i / S) * LS + i % S];
   }
 }
 
@@ -611,20 +612,21 @@ __global__ void __launch_bounds__(kThreads) path_scan_backward_kernel(Dims d, In
 //   dw = dW_scan + dQWᵀ Q − M dK̃ + dAᵀ Wb + diag(β) dWb,  dβ_r = dWb_r · w_r
 // with dS the block's (scaled) diagonal dZ and Wb = diag(β) W (never formed: β scales in place).
 
-template <int S, int DP, int AR>
+template <int S, int DP, bool TC>
 constexpr int ut_backward_smem_floats() {
-  return 2 * S + 5 * S + 6 * S * (DP + kPad<AR>) + S * (S + 4) + 6 * S * (S + kPad<AR>);
+  return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP, int AR>
-__global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
+template <int S, int DP, bool TC>
+__global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
                                                                     const float* dout,
                                                                     const float* lse, float* dq,
                                                                     float* dk, float* dv, float* dw,
                                                                     float* dbeta) {
-  constexpr int LB = DP + kPad<AR>, LS = S + kPad<AR>;
-  using TileSS = TileOf<S, S, AR>;
-  using TileSD = TileOf<S, DP, AR>;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
+  constexpr int NW = kThreadsOf<S, TC> / 32;
+  using TileSS = TileOf<S, S, TC, NW>;
+  using TileSD = TileOf<S, DP, TC, NW>;
   extern __shared__ __align__(16) float smem[];
   double* gq = reinterpret_cast<double*>(smem);  // (S)
   float* beta = smem + 2 * S;                    // (S)
@@ -668,7 +670,7 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
     col_sum[tid] = 0.f;
   }
   __syncthreads();
-  ut_transform<S, DP, AR, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
+  ut_transform<S, DP, TC, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
 
   {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
     TileSS dp;
@@ -778,12 +780,12 @@ __global__ void __launch_bounds__(kThreads) path_ut_backward_kernel(Dims d, Inpu
 // written over the (untouched) accumulators du, dw_scan that the UT backward reads.
 template <int S, int DP>
 constexpr int c_backward_smem_floats() {
-  return 2 * S * (DP + kPad<kTf32>) + DP * (DP + kPad<kTf32>);
+  return 2 * S * (DP + kPad<true>) + DP * (DP + kPad<true>);
 }
 
 template <int S, int DP>
 __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + kPad<kTf32>;
+  constexpr int LB = DP + kPad<true>;
   extern __shared__ __align__(16) float smem[];
   float* w = smem;        // (S, DP): W of the block
   float* u = w + S * LB;  // (S, DP): U
@@ -795,7 +797,7 @@ __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Input
   load_rows<S, DP>(u, LB, sc.u + head_row * DP, DP, S, DP);
   load_rows<DP, DP>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
   __syncthreads();
-  TcTile<S, DP, false> t;
+  TcTile<S, DP> t;
   t.zero();
   mma(t, DP, 1.f, w, LB, 1, dc, LB, 1);  // dU = W dC
   t.each([&](int r, int col, float& x) { sc.du[(head_row + r) * DP + col] = x; });
@@ -825,10 +827,10 @@ __global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f
 // ---------------------------------------------------------------------------------------------
 // Host side
 
-template <int S, int DP, int AR>
+template <int S, int DP, bool TC>
 Scratch carve(char* base, const Dims& d, bool backward, int scan_ctas, size_t* bytes) {
   const size_t bh = size_t(d.B) * d.H, rows = bh * d.Tp, c_size = bh * d.n_blocks * DP * DP;
-  constexpr bool cf = kCForm<S, DP, AR>;
+  constexpr bool cf = kCForm<S, DP, TC>;
   Carver cv{base};
   Scratch sc{};
   sc.g = cv.take<double>(rows);
@@ -859,13 +861,13 @@ Dims make_dims(const PathAttentionArgs& args, int S) {
   return {sh.B, sh.T, sh.H, sh.D, n, n * S, float(args.scale)};
 }
 
-// AR: the arithmetic of the products (path_tiles.cuh): kFp32 for the fp32 ops, kBf16Arith for bf16.
-template <int S, int DP, int AR>
+// TC: the products on TF32 tensor cores (the bf16 path), else plain fp32.
+template <int S, int DP, bool TC>
 void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
-  constexpr int bytes = prep_smem_floats<S, DP, AR>() * int(sizeof(float));
+  constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
-  set_smem(path_prep_kernel<S, DP, AR>, bytes);
-  path_prep_kernel<S, DP, AR><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
+  set_smem(path_prep_kernel<S, DP, TC>, bytes);
+  path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreadsOf<S, TC>, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
 }
 
@@ -873,9 +875,9 @@ template <int S, int DP>
 void forward_impl(float* o, float* lse, const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP, kFp32>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP, kFp32>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP, kFp32>(d, in, sc);
+  carve<S, DP, false>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, false>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, false>(d, in, sc);
   constexpr int fwd_bytes = forward_smem_floats<S, DP>() * int(sizeof(float));
   static_assert(fwd_bytes <= 232448, "forward shared memory");
   set_smem(path_forward_kernel<S, DP>, fwd_bytes);
@@ -899,12 +901,12 @@ int scan_resident_ctas() {
 }
 
 // Prep and zeroed accumulators for the backward, in scratch; `scan_ctas` slices of scan states.
-template <int S, int DP, int AR>
+template <int S, int DP, bool TC>
 Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
   size_t bytes = 0;
-  carve<S, DP, AR>(nullptr, d, true, scan_ctas, &bytes);
-  const Scratch sc = carve<S, DP, AR>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
-  launch_prep<S, DP, AR>(d, in, sc);
+  carve<S, DP, TC>(nullptr, d, true, scan_ctas, &bytes);
+  const Scratch sc = carve<S, DP, TC>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
+  launch_prep<S, DP, TC>(d, in, sc);
   const size_t acc_bytes = size_t(reinterpret_cast<char*>(sc.dg) - reinterpret_cast<char*>(sc.dk_hat)) +
                            size_t(d.B) * d.H * d.Tp * sizeof(float);
   PB_CUDA_CHECK(cudaMemsetAsync(sc.dk_hat, 0, acc_bytes, stream()));
@@ -912,19 +914,19 @@ Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
 }
 
 // After the scan: the UT backward writes dq, dk, dv, dw, dβ; the gate kernel dlog_f.
-template <int S, int DP, int AR>
+template <int S, int DP, bool TC>
 void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq, float* dk, float* dv,
                   float* dw, float* dbeta, float* dlog_f, const float* dout, const float* lse) {
-  if constexpr (kCForm<S, DP, AR>) {
+  if constexpr (kCForm<S, DP, TC>) {
     constexpr int c_bytes = c_backward_smem_floats<S, DP>() * int(sizeof(float));
     set_smem(path_c_backward_kernel<S, DP>, c_bytes);
     path_c_backward_kernel<S, DP><<<dim3(d.n_blocks, d.B * d.H), kThreads, c_bytes, stream()>>>(d, in, sc);
     PB_LAUNCH_CHECK();
   }
-  constexpr int ut_bytes = ut_backward_smem_floats<S, DP, AR>() * int(sizeof(float));
+  constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  set_smem(path_ut_backward_kernel<S, DP, AR>, ut_bytes);
-  path_ut_backward_kernel<S, DP, AR><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
+  set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
+  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreadsOf<S, TC>, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
   PB_LAUNCH_CHECK();
 
@@ -941,17 +943,17 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
   const Dims d = make_dims(args, S);
   constexpr int QB = kScanQB<S>;
   const int scan_ctas = std::min(scan_resident_ctas<S, DP>(), d.B * d.H * ((d.n_blocks + QB - 1) / QB));
-  const Scratch sc = backward_begin<S, DP, kFp32>(d, in, scan_ctas);
+  const Scratch sc = backward_begin<S, DP, false>(d, in, scan_ctas);
   constexpr int scan_bytes = scan_smem_floats<S, DP>() * int(sizeof(float));
   path_scan_backward_kernel<S, DP><<<scan_ctas, kThreads, scan_bytes, stream()>>>(d, in, sc, dout, o, lse);
   PB_LAUNCH_CHECK();
-  backward_end<S, DP, kFp32>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  backward_end<S, DP, false>(d, in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 template <int S, int DP>
 path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
-  const Scratch sc = backward_begin<S, DP, kBf16Arith<DP>>(d, in, 0);
+  const Scratch sc = backward_begin<S, DP, true>(d, in, 0);
   return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, nullptr},
           sc.delta, sc.dq_hat, sc.dk_hat, sc.du, sc.dw_scan, sc.dv, sc.dc, sc.dg};
 }
@@ -967,7 +969,7 @@ void end_impl(const path::Accumulators& a, const Inputs& in, const PathAttention
   sc.u = const_cast<float*>(a.u);
   sc.delta = a.delta, sc.dq_hat = a.dq_hat, sc.dk_hat = a.dk_hat, sc.du = a.du;
   sc.dw_scan = a.dw_scan, sc.dv = a.dv, sc.dc = a.dc, sc.dg = a.dg;
-  backward_end<S, DP, kBf16Arith<DP>>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+  backward_end<S, DP, true>(make_dims(args, S), in, sc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
 }
 
 void check_head_dim(int D) {
@@ -979,9 +981,9 @@ template <int S, int DP>
 path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
-  carve<S, DP, kBf16Arith<DP>>(nullptr, d, false, 0, &bytes);
-  const Scratch sc = carve<S, DP, kBf16Arith<DP>>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
-  launch_prep<S, DP, kBf16Arith<DP>>(d, in, sc);
+  carve<S, DP, true>(nullptr, d, false, 0, &bytes);
+  const Scratch sc = carve<S, DP, true>(static_cast<char*>(scratch(bytes)), d, false, 0, &bytes);
+  launch_prep<S, DP, true>(d, in, sc);
   return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, sc.s_loc};
 }
 

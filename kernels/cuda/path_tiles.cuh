@@ -2,13 +2,12 @@
 // the 256 threads of a CTA, with one interface for two kinds of arithmetic.
 //   Tile<M, N>     plain fp32 FFMA: the 16 × 16 threads each hold the elements
 //                  (ty + 16 i, tx + 16 j), ty = tid / 16, tx = tid % 16.
-//   TcTile<M, N, Split>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): the 8 warps
-//                  as a WM × WN grid, warp (wm, wn) holding rows 16 wm … 16 wm + 15 and FN n-tiles
-//                  of 8 columns from wn·N/WN, in the C-fragment layout of mma.cuh (lane 4g + t:
-//                  rows g, g + 8, columns 2t, 2t + 1). Operands are rounded to TF32 (10-bit
-//                  mantissa, cvt.rna), finer than the bf16 they feed; with Split ("3xTF32") each
-//                  operand is x_hi + x_lo, both TF32, and a b = a_hi b_lo + a_lo b_hi + a_hi b_hi:
-//                  about fp32's accuracy at three products' cost. The bf16 PaTH path uses them.
+//   TcTile<M, N, NW>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): NW warps, of
+//                  which the first WM × WN hold the tile (the rest, if any, none), warp
+//                  (wm, wn) rows 16 wm … 16 wm + 15 and FN n-tiles of 8 columns from wn·N/WN, in
+//                  the C-fragment layout of mma.cuh (lane 4g + t: rows g, g + 8, columns 2t,
+//                  2t + 1). Operands are rounded to TF32 (10-bit mantissa, cvt.rna), finer than
+//                  the bf16 they feed; the bf16 PaTH path uses it.
 // mma(c, K, α, a, am, ak, b, bk, bn[, ks]) adds α·A B over k < K (a multiple of 8), with
 // A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] in shared memory (and A(m, k) also times
 // ks[k] with KScale). each(f) calls f(row, col, element&) for the thread's elements;
@@ -21,7 +20,7 @@
 
 namespace pb::cuda {
 
-constexpr int kThreads = 256;  // threads of every CTA that uses these tiles
+constexpr int kThreads = 256;  // threads of a CTA with Tile (16 × 16), the default for TcTile
 
 __device__ __forceinline__ int tile_ty() { return int(threadIdx.x) >> 4; }
 __device__ __forceinline__ int tile_tx() { return int(threadIdx.x) & 15; }
@@ -89,21 +88,25 @@ __device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const flo
   }
 }
 
-template <int M, int N, bool Split>
+template <int M, int N, int NW = kThreads / 32>
 struct TcTile {
-  static constexpr int WM = M / 16 < 8 ? M / 16 : 8, WN = 8 / WM;  // warps along rows, columns
-  static constexpr int NW = N / WN, FN = NW / 8;                    // columns, n-tiles per warp
-  static_assert(M % 16 == 0 && M <= 128 && 8 % WM == 0 && N % (8 * WN) == 0, "TcTile shape");
+  static constexpr int WM = M / 16 < NW ? M / 16 : NW;                     // warps along rows
+  static constexpr int WN = NW / WM < N / 8 ? NW / WM : N / 8;             // and along columns
+  static constexpr int NC = N / WN, FN = NC / 8, kActive = WM * WN;       // columns, n-tiles per warp
+  static_assert(M % 16 == 0 && NW % WM == 0 && N % (8 * WN) == 0, "TcTile shape");
   float v[FN][4];
 
-  __device__ __forceinline__ static int row0() { return 16 * ((int(threadIdx.x) >> 5) % WM); }
-  __device__ __forceinline__ static int col0() { return NW * ((int(threadIdx.x) >> 5) / WM); }
+  __device__ __forceinline__ static int warp() { return int(threadIdx.x) >> 5; }
+  __device__ __forceinline__ static bool holds() { return kActive == NW || warp() < kActive; }
+  __device__ __forceinline__ static int row0() { return 16 * (warp() % WM); }
+  __device__ __forceinline__ static int col0() { return NC * (warp() / WM); }
   __device__ __forceinline__ void zero() {
 #pragma unroll
     for (int j = 0; j < FN; ++j) v[j][0] = v[j][1] = v[j][2] = v[j][3] = 0.f;
   }
   template <class F>
   __device__ __forceinline__ void each(F&& f) {
+    if (!holds()) return;
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < FN; ++j)
@@ -112,6 +115,7 @@ struct TcTile {
   }
   // dst[r] += Σ_c v(r, c): the 4 lanes of a row, then one add per warp and row (WN adds per row).
   __device__ __forceinline__ void add_row_sums(float* dst) const {
+    if (!holds()) return;
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -125,6 +129,7 @@ struct TcTile {
   }
   // dst[c] += Σ_r v(r, c): the 16 rows of the warp (8 lanes g, two halves), one add per column.
   __device__ __forceinline__ void add_col_sums(float* dst) const {
+    if (!holds()) return;
     const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < FN; ++j)
@@ -147,25 +152,12 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
 
 // One warp per 16 × NW block of c; per 8-wide k step an A fragment (rows g, g + 8; k = t, t + 4)
 // and FN B fragments (k = t, t + 4; column g of each n-tile), then FN mma.sync m16n8k8.
-// x's TF32 rounding and, for Split, the TF32 rounding of the rest.
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = to_tf32(x);
-  lo = to_tf32(x - __uint_as_float(hi));
-}
-
-__device__ __forceinline__ void mma_1688(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-template <bool KScale = false, int M, int N, bool Split>
-__device__ __forceinline__ void mma(TcTile<M, N, Split>& c, int K, float alpha, const float* a, int am,
+template <bool KScale = false, int M, int N, int NW>
+__device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, const float* a, int am,
                                     int ak, const float* b, int bk, int bn,
                                     const float* ks = nullptr) {
-  using Tc = TcTile<M, N, Split>;
+  using Tc = TcTile<M, N, NW>;
+  if (!Tc::holds()) return;
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const float* ap = a + (Tc::row0() + g) * am + t * ak;
   const float* bp = b + t * bk + (Tc::col0() + g) * bn;
@@ -173,39 +165,27 @@ __device__ __forceinline__ void mma(TcTile<M, N, Split>& c, int K, float alpha, 
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float s0 = KScale ? alpha * ks[k0 + t] : alpha, s1 = KScale ? alpha * ks[k0 + t + 4] : alpha;
     const float* ak0 = ap + k0 * ak;
-    const float av[4] = {s0 * ak0[0], s0 * ak0[8 * am], s1 * ak0[4 * ak], s1 * ak0[8 * am + 4 * ak]};
-    uint32_t ah[4], al[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (Split)
-        split_tf32(av[i], ah[i], al[i]);
-      else
-        ah[i] = to_tf32(av[i]);
-    }
+    const uint32_t a0 = to_tf32(s0 * ak0[0]), a1 = to_tf32(s0 * ak0[8 * am]);
+    const uint32_t a2 = to_tf32(s1 * ak0[4 * ak]), a3 = to_tf32(s1 * ak0[8 * am + 4 * ak]);
 #pragma unroll
     for (int j = 0; j < Tc::FN; ++j) {
       const float* bj = bp + k0 * bk + 8 * j * bn;
-      if constexpr (Split) {
-        uint32_t bh0, bl0, bh1, bl1;
-        split_tf32(bj[0], bh0, bl0);
-        split_tf32(bj[4 * bk], bh1, bl1);
-        mma_1688(c.v[j], al, bh0, bh1);  // the small terms first
-        mma_1688(c.v[j], ah, bl0, bl1);
-        mma_1688(c.v[j], ah, bh0, bh1);
-      } else {
-        mma_1688(c.v[j], ah, to_tf32(bj[0]), to_tf32(bj[4 * bk]));
-      }
+      const uint32_t b0 = to_tf32(bj[0]), b1 = to_tf32(bj[4 * bk]);
+      float(&d)[4] = c.v[j];
+      asm volatile(
+          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
   }
 }
 
-// The arithmetic of a kernel's tile products: plain fp32 (FFMA), TF32 or 3xTF32 tensor cores;
-// its tile type, and the row padding of its shared arrays (odd strides for Tile, ≡ 4 mod 32 for
-// TcTile).
-enum Arith : int { kFp32 = 0, kTf32 = 1, kTf32x3 = 2 };
-template <int M, int N, int AR>
-using TileOf = std::conditional_t<AR == kFp32, Tile<M, N>, TcTile<M, N, AR == kTf32x3>>;
-template <int AR>
-constexpr int kPad = AR == kFp32 ? 1 : 4;
+// The tile of a kernel instantiated for TF32 tensor cores (TC, NW warps) or plain fp32 (8 warps),
+// and the row padding of its shared arrays (odd strides for Tile, ≡ 4 mod 32 for TcTile).
+template <int M, int N, bool TC, int NW = kThreads / 32>
+using TileOf = std::conditional_t<TC, TcTile<M, N, NW>, Tile<M, N>>;
+template <bool TC>
+constexpr int kPad = TC ? 4 : 1;
 
 }  // namespace pb::cuda
