@@ -43,11 +43,13 @@ namespace pb::cuda {
 namespace {
 
 // dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
-// columns ≥ n_cols (src is not read there).
-template <int ROWS, int COLS>
+// columns ≥ n_cols (src is not read there). NT, the CTA's threads, is a constant so that the loop
+// unrolls and its loads are in flight together.
+template <int ROWS, int COLS, int NT = kThreads>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
                                           int n_rows, int n_cols) {
-  for (int e = threadIdx.x; e < ROWS * COLS; e += blockDim.x) {
+#pragma unroll 8
+  for (int e = threadIdx.x; e < ROWS * COLS; e += NT) {
     const int r = e / COLS, c = e - r * COLS;
     dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
   }
@@ -104,7 +106,7 @@ __device__ double block_sum_double(double x, double* red) {
   if (lane == 0) red[warp] = x;
   __syncthreads();
   double s = 0;
-  for (int i = 0; i < int(blockDim.x) / 32; ++i) s += red[i];
+  for (int i = 0; i < int(blockDim.x) / 32; ++i) s += red[i];  // (gated prep only)
   __syncthreads();
   return s;
 }
@@ -235,9 +237,9 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>, kThreadsOf<S, TC> == 512 ? 
   }
 
   const int64_t stride = int64_t(d.H) * d.D, off = d.in_row(b, a0, h) * d.D;
-  load_rows<S, DP>(q, LB, in.q + off, stride, nv, d.D);
-  load_rows<S, DP>(k, LB, in.k + off, stride, nv, d.D);
-  load_rows<S, DP>(w, LB, in.w + off, stride, nv, d.D);
+  load_rows<S, DP, NT>(q, LB, in.q + off, stride, nv, d.D);
+  load_rows<S, DP, NT>(k, LB, in.k + off, stride, nv, d.D);
+  load_rows<S, DP, NT>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
   ut_transform<S, DP, TC, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
@@ -624,7 +626,7 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dim
                                                                     float* dk, float* dv, float* dw,
                                                                     float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NW = kThreadsOf<S, TC> / 32;
+  constexpr int NT = kThreadsOf<S, TC>, NW = NT / 32;
   using TileSS = TileOf<S, S, TC, NW>;
   using TileSD = TileOf<S, DP, TC, NW>;
   extern __shared__ __align__(16) float smem[];
@@ -655,11 +657,11 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dim
   const int64_t head_row = int64_t(bh) * d.Tp + a0, stride = int64_t(d.H) * d.D;
   const int64_t in_off = d.in_row(b, a0, h) * d.D;
 
-  load_rows<S, DP>(q, LB, in.q + in_off, stride, nv, d.D);
-  load_rows<S, DP>(k, LB, in.k + in_off, stride, nv, d.D);
-  load_rows<S, DP>(w, LB, in.w + in_off, stride, nv, d.D);
-  load_rows<S, DP>(b1, LB, in.v + in_off, stride, nv, d.D);
-  load_rows<S, DP>(b2, LB, dout + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT>(q, LB, in.q + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT>(k, LB, in.k + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT>(w, LB, in.w + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT>(b1, LB, in.v + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT>(b2, LB, dout + in_off, stride, nv, d.D);
   if (tid < S) {
     const bool ok = tid < nv;
     gq[tid] = sc.g[head_row + tid];
@@ -701,8 +703,8 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dim
     }
   }
   __syncthreads();
-  load_rows<S, DP>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
-  load_rows<S, DP>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
+  load_rows<S, DP, NT>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
+  load_rows<S, DP, NT>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
   __syncthreads();
   {
     TileSS t;  // dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)
