@@ -43,12 +43,12 @@ namespace pb::cuda {
 namespace {
 
 // dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
-// columns ≥ n_cols (src is not read there). NT, the CTA's threads, is a constant so that the loop
-// unrolls and its loads are in flight together.
+// columns ≥ n_cols (src is not read there). NT is the CTA's threads: a constant stride lets the
+// compiler unroll the loop as far as registers allow (a runtime stride cost prep 61% and the UT
+// backward 63% at D = 128; a forced full unroll spills).
 template <int ROWS, int COLS, int NT = kThreads>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
                                           int n_rows, int n_cols) {
-#pragma unroll 8
   for (int e = threadIdx.x; e < ROWS * COLS; e += NT) {
     const int r = e / COLS, c = e - r * COLS;
     dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
@@ -70,10 +70,12 @@ struct Dims {
 template <int S, int DP, bool TC>
 constexpr bool kCForm = TC && DP <= S;
 
-// Threads of the prep and UT-backward CTAs: 512 (16 warps, still one CTA per SM by shared
-// memory) on tensor cores with S = 64, else 256 (Tile's 16 × 16 threads; TcTile at S = 32).
+// Threads of the UT-backward CTAs: 512 (16 warps, still one CTA per SM by shared memory) on
+// tensor cores with S = 64, else 256 (Tile's 16 × 16 threads; TcTile at S = 32). Measured at
+// B = 8, T = 4096, D = 64: 4.87 → 4.19 ms; prep ran slower with 512 (2.93 → 3.38 ms for two
+// launches) and keeps 256.
 template <int S, bool TC>
-constexpr int kThreadsOf = TC && S == 64 ? 512 : kThreads;
+constexpr int kUtThreads = TC && S == 64 ? 512 : kThreads;
 
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
@@ -106,7 +108,7 @@ __device__ double block_sum_double(double x, double* red) {
   if (lane == 0) red[warp] = x;
   __syncthreads();
   double s = 0;
-  for (int i = 0; i < int(blockDim.x) / 32; ++i) s += red[i];  // (gated prep only)
+  for (int i = 0; i < kThreads / 32; ++i) s += red[i];
   __syncthreads();
   return s;
 }
@@ -120,11 +122,11 @@ __device__ double block_sum_double(double x, double* red) {
 // (S × S) arrays have stride S + kPad<TC>, U has stride DP + kPad<TC> (path_tiles.cuh). Without
 // WithTm, Tm is not formed (tm is unused) and m may alias e (each thread reads its column of E
 // before writing that column of M). Ends with __syncthreads().
-template <int S, int DP, bool TC, bool WithTm>
+template <int S, int DP, bool TC, bool WithTm, int NT>
 __device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
                              float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
                              float* m) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NW = kThreadsOf<S, TC> / 32;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NW = NT / 32;
   {
     TileOf<S, S, TC, NW> t;
     t.zero();
@@ -141,7 +143,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
     t.each([&](int r, int c, float& x) { s_loc[r * LS + c] = c <= r ? x : 0.f; });
   }
   __syncthreads();
-  static_assert(2 * S + DP <= kThreadsOf<S, TC>, "one thread per column of [Tm | U | M]");
+  static_assert(2 * S + DP <= NT, "one thread per column of [Tm | U | M]");
   static_assert(S % 4 == 0, "A rows are read four at a time");
   const int col = int(threadIdx.x) + (WithTm ? 0 : S);  // without Tm, threads start at U's columns
   if (col < 2 * S + DP) {  // warp-uniform branches: S and DP are multiples of 32
@@ -196,16 +198,15 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM (fp32 tiles).
 template <int S, int DP, bool TC>
 constexpr int prep_smem_floats() {
-  return 32 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
+  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
 }
 
 template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kThreadsOf<S, TC>, kThreadsOf<S, TC> == 512 ? 1 : 2)
-    path_prep_kernel(Dims d, Inputs in, Scratch sc) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, NT = kThreadsOf<S, TC>, NW = NT / 32;
+__global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, NT = kThreads, NW = NT / 32;
   extern __shared__ __align__(16) float smem[];
-  double* red = reinterpret_cast<double*>(smem);  // (16): one per warp
-  float* beta = smem + 32;                         // (S)
+  double* red = reinterpret_cast<double*>(smem);  // (8): one per warp
+  float* beta = smem + 16;                         // (S)
   float* q = beta + S;                             // (S, DP) each, stride LB
   float* k = q + S * LB;
   float* w = k + S * LB;
@@ -216,7 +217,7 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>, kThreadsOf<S, TC> == 512 ? 
   float* s_loc = qw + S * LS;
   float* m = e;
 
-  static_assert((32 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
+  static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x;
@@ -242,7 +243,7 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>, kThreadsOf<S, TC> == 512 ? 
   load_rows<S, DP, NT>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP, TC, false>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
+  ut_transform<S, DP, TC, false, NT>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
 
   TileOf<S, DP, TC, NW> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
@@ -620,13 +621,13 @@ constexpr int ut_backward_smem_floats() {
 }
 
 template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
+__global__ void __launch_bounds__(kUtThreads<S, TC>) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
                                                                     const float* dout,
                                                                     const float* lse, float* dq,
                                                                     float* dk, float* dv, float* dw,
                                                                     float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NT = kThreadsOf<S, TC>, NW = NT / 32;
+  constexpr int NT = kUtThreads<S, TC>, NW = NT / 32;
   using TileSS = TileOf<S, S, TC, NW>;
   using TileSD = TileOf<S, DP, TC, NW>;
   extern __shared__ __align__(16) float smem[];
@@ -672,7 +673,7 @@ __global__ void __launch_bounds__(kThreadsOf<S, TC>) path_ut_backward_kernel(Dim
     col_sum[tid] = 0.f;
   }
   __syncthreads();
-  ut_transform<S, DP, TC, true>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
+  ut_transform<S, DP, TC, true, NT>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
 
   {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
     TileSS dp;
@@ -869,7 +870,7 @@ void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
   constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
   set_smem(path_prep_kernel<S, DP, TC>, bytes);
-  path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreadsOf<S, TC>, bytes, stream()>>>(d, in, sc);
+  path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
 }
 
@@ -928,7 +929,7 @@ void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq,
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
   set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
-  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreadsOf<S, TC>, ut_bytes, stream()>>>(
+  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kUtThreads<S, TC>, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
   PB_LAUNCH_CHECK();
 
