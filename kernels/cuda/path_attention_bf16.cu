@@ -2,24 +2,27 @@
 // the names are those of path_attention.cu and kernels/README.md ("PaTH attention"); the block
 // products P_J = H_{J·S+S−1} ⋯ H_{J·S} = I − W_Jᵀ U_J come from its prep kernel.
 //
-// Forward (four launches):
+// Forward (four launches, five in the C form):
 //   convert  q, k → fp32 (bf16 values are exact in fp32), the prep kernel's inputs
-//   prep     path_attention.cu, per (block, b·h): G, Q̃ (queries at their block's left edge), K̃
-//            (keys at their block's right edge), U, and S_loc (the logits inside each block)
-//   pack     K̃ → bf16, W and U → f16, as (B·H, Tp, D) rows for 16-byte cp.async copies
-//   scan     per (64 query rows, b·h), 4 warps of 16 rows, heaviest first. Per warp, query block
+//   prep     path_attention.cu (TF32 tensor cores), per (block, b·h): G, Q̃ (queries at their
+//            block's left edge), K̃ (keys at their block's right edge), U, S_loc (the logits inside
+//            each block) and, in the C form (D ≤ S: D = 32, 64), C_J = W_Jᵀ U_J (P_J = I − C_J)
+//   pack     K̃ → bf16, and C → f16 (C form) or W, U → f16, for 16-byte cp.async copies
+//   scan     per (128 query rows, b·h), 8 warps of 16 rows, heaviest first. Per warp, query block
 //            I: the online softmax starts on S_loc (diagonal block); then for key blocks
 //            J = I−1 … 0, with R the queries moved to J's right edge (R = Q̃ at the start):
 //              z = R K̃_Jᵀ                      mma bf16 (fla: the input dtype)
-//              x = R W_Jᵀ                      mma f16 (fla: f16, finer than bf16 for |·| ≤ 1 values)
 //              s = scale·z + G_i − G_j, online softmax in base 2, acc += P V_J (mma bf16)
-//              R ← R − x U_J                   mma f16, R kept in fp32 registers (J > 0)
-//            K̃_J, V_J, W_J, U_J are staged in shared memory by cp.async, double-buffered.
+//              R ← R − R C_J                   C form: mma f16, R kept in fp32 registers (J > 0)
+//              R ← R − (R W_Jᵀ) U_J            D = 128: two mma f16 (fla: f16, finer than bf16
+//                                              for |·| ≤ 1 values)
+//            K̃_J, V_J and C_J (or W_J, U_J) are staged in shared memory by cp.async, double-buffered.
 //            o = acc / l (bf16), lse = ln Σ_j e^{s_ij} (fp32).
 // Backward: convert q, k, v, dout to fp32, path_attention.cu's prep and zeroed accumulators
 // (path::backward_begin), pack, the tensor-core backward scan below (it writes δ, dQ̃ and the
-// off-diagonal dV, dK̃, dU, dW, dG), then path_attention.cu's fp32 UT backward and gate kernels
-// (path::backward_end) into fp32 dq, dk, dv, rounded to bf16 last.
+// off-diagonal dV, dK̃, dG, and dC or dU, dW), then path_attention.cu's UT backward and gate
+// kernels (path::backward_end: dC → dU, dW first in the C form) into fp32 dq, dk, dv, rounded to
+// bf16 last.
 // Versions, predictions and measurements: kernels/dev/path_bf16_notes.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -364,17 +367,18 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
 // ---------------------------------------------------------------------------------------------
 // Backward scan: the fp32 scan of path_attention.cu on tensor cores, filling the same
 // accumulators (path::Accumulators) for its UT backward. Persistent CTAs (as many as are
-// resident) take the items (b·h, 64 query rows), heaviest first; per item and warp (16 rows of
+// resident) take the items (b·h, 128 query rows), heaviest first; per item and warp (16 rows of
 // query block I):
 //   pre-scan   J = top−1 … 0: R_J (the queries at key block J's right edge; R = Q̃_I at J = I−1) is
 //              stored as bf16 A fragments in the CTA's own slice of scratch (linear in T), then
-//              R ← R − (R W_Jᵀ) U_J (f16, as the forward).
+//              R ← R − R C_J (C form) or R ← R − (R W_Jᵀ) U_J (f16, exactly as the forward).
 //   reverse    J = 0 … top−1, γ = dR_{J−1} in fp32 registers (0 at J = 0), all products bf16:
-//              z = R_J K̃_Jᵀ, X = R_J W_Jᵀ, dP = dout V_Jᵀ
+//              z = R_J K̃_Jᵀ, dP = dout V_Jᵀ (and X = R_J W_Jᵀ outside the C form)
 //              P = exp(scale·z + G_i − G_j − lse_i), dS = P ⊙ (dP − δ), dZ = scale·dS
-//              Y = γ U_Jᵀ, γ ← γ + dZ K̃_J − Y W_J
+//              C form: γ ← γ − γ C_Jᵀ + dZ K̃_J;  else Y = γ U_Jᵀ, γ ← γ + dZ K̃_J − Y W_J
 //              and, for the whole CTA (keys × rows products from shared memory, float atomics):
-//              dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, dU_J −= Xᵀ γ_old, dW_J −= Yᵀ R_J
+//              dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, and dC_J −= R_Jᵀ γ_old (C form, D × D) or
+//              dU_J −= Xᵀ γ_old, dW_J −= Yᵀ R_J
 //   end        dQ̃ = γ; dG_i += Σ_j dS_ij (rows), dG_j −= Σ_i dS_ij (every step, columns).
 // Warps whose block I ≤ J sit a step out with zero rows in the shared products.
 
