@@ -7,6 +7,7 @@ namespace pb::cuda::path {
 
 // These run the prep and the UT backward with their products on TF32 tensor cores (the TC = true
 // instantiation, path_tiles.cuh); the fp32 ops keep plain fp32 arithmetic.
+//
 // The forward's per-block precomputation (prep), on fp32 q, k, w: per (b, h) the sequence is cut
 // into blocks of S rows (S = 64, or 32 for D > 64), rows padded to Tp = n_blocks · S, head dim
 // padded to DP (32, 64 or 128; padded rows and columns are zero). The arrays live in scratch
@@ -24,9 +25,9 @@ Prepared prepare(const float* q, const float* k, const float* w, const float* be
                  const PathAttentionArgs& args);
 
 // The backward around its scan: backward_begin runs prep and zeroes the scan's accumulators
-// (arena 0); a scan fills them (path_attention.cu's fp32 scan, or the bf16 one); backward_end
-// runs the UT backward (the diagonal blocks and the UT transform in reverse, fp32) and the gate's
-// reverse prefix sum, writing the fp32 gradients. Its inputs are fp32, (B, T, H, D).
+// (arena 0); a scan fills them (the bf16 one); backward_end runs the UT backward (the diagonal
+// blocks and the UT transform in reverse, TF32 products on fp32 data) and the gate's reverse
+// prefix sum, writing the fp32 gradients. Its inputs are fp32, (B, T, H, D).
 struct Accumulators : Prepared {
   float* delta;    // (B·H, Tp): δ_i = dout_i·o_i, written by the scan
   float* dq_hat;   // (B·H, Tp, DP): dQ̃, written by the scan (every row; 0 in block 0)
