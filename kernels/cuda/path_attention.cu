@@ -63,12 +63,10 @@ struct Dims {
   __host__ __device__ int64_t in_row(int b, int t, int h) const { return (int64_t(b) * T + t) * H + h; }  // (B, T, H) index
 };
 
-// The bf16 scans move queries across a key block J by the DP × DP matrix C_J = W_Jᵀ U_J
-// (R ← R − R C_J, one product) instead of R ← R − (R W_Jᵀ) U_J (two), where that is cheaper:
-// DP ≤ S (kernels/README.md, "PaTH attention", C form). Prep then also writes C, and the scan's
-// dC_J is turned into dU_J = W_J dC_J, dW_J = U_J dC_Jᵀ before the UT backward.
+// The C form (path::c_form) of the tensor-core instantiations: prep also writes C, and the bf16
+// scan's dC_J is turned into dU_J = W_J dC_J, dW_J = U_J dC_Jᵀ before the UT backward.
 template <int S, int DP, bool TC>
-constexpr bool kCForm = TC && DP <= S;
+constexpr bool kCForm = TC && path::c_form(S, DP);
 
 // Threads of the UT-backward CTAs: 512 (16 warps, still one CTA per SM by shared memory) on
 // tensor cores with S = 64, else 256 (Tile's 16 × 16 threads; TcTile at S = 32). Measured at

@@ -5,6 +5,11 @@
 
 namespace pb::cuda::path {
 
+// The C form (kernels/README.md, "PaTH attention"): the bf16 scans move queries across a key block
+// of S rows by one DP × DP product R C_J, C_J = W_Jᵀ U_J, where that is cheaper than the two
+// products R W_Jᵀ, (R W_Jᵀ) U_J: DP ≤ S. Prep then also writes C, and backward_end takes dC.
+constexpr bool c_form(int S, int DP) { return DP <= S; }
+
 // These run the prep and the UT backward with their products on TF32 tensor cores (the TC = true
 // instantiation, path_tiles.cuh); the fp32 ops keep plain fp32 arithmetic.
 //

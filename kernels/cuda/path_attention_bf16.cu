@@ -43,10 +43,10 @@ using namespace mma;
 constexpr int kFwdWarps = 8, kBwdWarps = 8;  // warps per CTA, 16 query rows each
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-// The C form (path_attention.cu, kCForm: D ≤ S): queries cross key block J by R ← R − R C_J with
-// the D × D matrix C_J = W_Jᵀ U_J, one product instead of two (x = R W_Jᵀ, R ← R − x U_J).
+// The C form (path::c_form: D ≤ S): queries cross key block J by R ← R − R C_J with the D × D
+// matrix C_J = W_Jᵀ U_J, one product instead of two (x = R W_Jᵀ, R ← R − x U_J).
 template <int S, int D>
-constexpr bool kC = D <= S;
+constexpr bool kC = path::c_form(S, D);
 
 // Shared memory of the scan, per stage: K̃_J (bf16), V_J (bf16), then C_J (f16, D × D) in the
 // C form, else W_J and U_J (f16, S × D each), with row stride LD = D + 8 halves (16-byte rows,
@@ -840,7 +840,7 @@ Packed take_packed(Carver& cv, const AttnShape& sh, int S, bool backward) {
   const int64_t c_size = int64_t(sh.B) * sh.H * n_blocks * sh.D * sh.D;
   Packed p;
   p.kb = cv.take<__nv_bfloat16>(packed);
-  if (sh.D <= S) {  // kC
+  if (path::c_form(S, sh.D)) {
     p.ch = cv.take<__half>(c_size);
     if (backward) p.cb = cv.take<__nv_bfloat16>(c_size);
   } else {

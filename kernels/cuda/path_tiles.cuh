@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/cuda/common.cuh"
+
 namespace pb::cuda {
 
 constexpr int kThreads = 256;  // threads of a CTA with Tile (16 × 16), the default for TcTile
@@ -51,8 +53,7 @@ struct Tile {
       float s = 0.f;
 #pragma unroll
       for (int j = 0; j < TN; ++j) s += v[i][j];
-#pragma unroll
-      for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      s = half_warp_sum(s);
       if (tile_tx() == 0) atomicAdd(&dst[tile_ty() + 16 * i], s);
     }
   }
