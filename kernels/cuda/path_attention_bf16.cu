@@ -831,8 +831,10 @@ void pack_c(__half* ch, __nv_bfloat16* cb, const float* c, int64_t n) {
 // The packed copies the scans read, in scratch arena 2 after `cv`'s earlier arrays: K̃ (bf16), and
 // in the C form C (f16; the backward also bf16), else W, U (f16; the backward also bf16).
 struct Packed {
-  __nv_bfloat16 *kb = nullptr, *wb = nullptr, *ub = nullptr, *cb = nullptr;
-  __half *wh = nullptr, *uh = nullptr, *ch = nullptr;
+  __nv_bfloat16 *kb = nullptr, *wb = nullptr, *ub = nullptr;  // (B·H, Tp, D)
+  __half *wh = nullptr, *uh = nullptr;                        // (B·H, Tp, D)
+  __half* ch = nullptr;                                       // (B·H, n_blocks, D, D)
+  __nv_bfloat16* cb = nullptr;                                // (B·H, n_blocks, D, D)
 };
 Packed take_packed(Carver& cv, const AttnShape& sh, int S, bool backward) {
   const int n_blocks = ceil_div(sh.T, S);
