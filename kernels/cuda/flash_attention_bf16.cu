@@ -354,18 +354,20 @@ __global__ void __launch_bounds__(kThreads)
         ds[n][e] = p[n][e] * (ds[n][e] - delta_t[8 * n + 2 * t + e % 2]);
         if constexpr (kGate) cs[e / 2] += ds[n][e];
       }
-    // row_i += Σ_j dS_ij over the warp's keys: rows g, g + 8, then the 8 lanes of a column
+    // row_i += Σ_j dS_ij over the warp's keys: rows g, g + 8 (x[2n + c]: query 8n + 2t + c), then
+    // the 8 lanes of a column (mma::column_sum8: lane 4g + t then holds flat indices (BQ/32)·g + k)
     if constexpr (kGate) {
+      float x[BQ / 4];
 #pragma unroll
       for (int n = 0; n < BQ / 8; ++n)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float x = ds[n][c] + ds[n][c + 2];
+        for (int c = 0; c < 2; ++c) x[2 * n + c] = ds[n][c] + ds[n][c + 2];
+      mma::column_sum8(x);
 #pragma unroll
-          for (int o = 4; o < 32; o <<= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-          const int i = q0 + 8 * n + 2 * t + c;
-          if (g == 0 && i < T) atomicAdd(row + at.scalar0 + int64_t(i) * H, x);
-        }
+      for (int k = 0; k < BQ / 32; ++k) {
+        const int f = BQ / 32 * g + k, i = q0 + 8 * (f / 2) + 2 * t + f % 2;
+        if (i < T) atomicAdd(row + at.scalar0 + int64_t(i) * H, x[k]);
+      }
     }
     // dK += dSᵀ Q  (dS rounded to bf16; scaled at the end)
     mma_tile<D, BQ, false>(

@@ -120,19 +120,24 @@ __global__ void pack_c_kernel(__half* ch, __nv_bfloat16* cb, const float* c, int
   }
 }
 
-// rows [0, n_rows) of an (n, D) b16 tile, by the NT threads of the CTA, from global rows `stride` elements apart into shared
-// memory (stride LD); rows ≥ n_valid are zero-filled instead of read.
-template <int D, int LD, int NT>
-__device__ __forceinline__ void stage_rows(uint16_t* dst, const void* src, int64_t stride, int n_rows,
-                                           int n_valid) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  const uint16_t* s = static_cast<const uint16_t*>(src);
-  for (int e = threadIdx.x; e < n_rows * kChunks; e += NT) {
-    const int r = e / kChunks, c = (e - r * kChunks) * 8;
+// ROWS rows of an (·, D) b16 tile, by the NT threads of the CTA, from global rows `stride` elements
+// apart into shared memory (stride LD); rows ≥ n_valid are zero-filled instead of read. Each thread
+// copies one 16-byte chunk column of every NT / (D / 8)-th row: the addresses are set up once.
+template <int ROWS, int D, int LD, int NT>
+__device__ __forceinline__ void stage_rows(uint16_t* dst, const void* src, int64_t stride, int n_valid) {
+  constexpr int kChunks = D / 8, kStep = NT / kChunks;  // 16-byte chunks per row, rows per pass
+  static_assert(NT % kChunks == 0, "whole rows per pass");
+  const int r0 = threadIdx.x / kChunks, c = (threadIdx.x % kChunks) * 8;
+  const uint16_t* s = static_cast<const uint16_t*>(src) + r0 * stride + c;
+  uint16_t* d = dst + r0 * LD + c;
+#pragma unroll
+  for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i) {
+    const int r = r0 + i * kStep;
+    if (ROWS % kStep != 0 && r >= ROWS) break;
     if (r < n_valid)
-      cp_async16(dst + r * LD + c, s + r * stride + c);
+      cp_async16(d + i * kStep * LD, s + i * kStep * stride);
     else
-      *reinterpret_cast<uint4*>(dst + r * LD + c) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(d + i * kStep * LD) = make_uint4(0, 0, 0, 0);
   }
 }
 
@@ -161,20 +166,20 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
   auto g_s = [&](int s) { return reinterpret_cast<double*>(stage(s) + (2 * L::kTile + L::kMove) * 2); };
   auto load_block = [&](int s, int J) {
     const int64_t r0 = head + int64_t(J) * S;
-    stage_rows<D, LD, NT>(k_s(s), a.k_hat + r0 * D, D, S, S);
-    stage_rows<D, LD, NT>(v_s(s), v_head + int64_t(J) * S * vstride, vstride, S, S);
+    stage_rows<S, D, LD, NT>(k_s(s), a.k_hat + r0 * D, D, S);
+    stage_rows<S, D, LD, NT>(v_s(s), v_head + int64_t(J) * S * vstride, vstride, S);
     if constexpr (kC<S, D>) {
-      stage_rows<D, LD, NT>(w_s(s), a.c + (int64_t(bh) * a.n_blocks + J) * D * D, D, D, D);
+      stage_rows<D, D, LD, NT>(w_s(s), a.c + (int64_t(bh) * a.n_blocks + J) * D * D, D, D);
     } else {
-      stage_rows<D, LD, NT>(w_s(s), a.w + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(u_s(s), a.u + r0 * D, D, S, S);
+      stage_rows<S, D, LD, NT>(w_s(s), a.w + r0 * D, D, S);
+      stage_rows<S, D, LD, NT>(u_s(s), a.u + r0 * D, D, S);
     }
     for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(s) + 2 * e, a.g + r0 + 2 * e);
   };
 
   // The diagonal block's V (the CTA's own rows) into stage 1, the first key block into stage 0.
   uint16_t* v_diag = k_s(1);
-  stage_rows<D, LD, NT>(v_diag, v_head + int64_t(a0) * vstride, vstride, kRows, min(kRows, a.T - a0));
+  stage_rows<kRows, D, LD, NT>(v_diag, v_head + int64_t(a0) * vstride, vstride, min(kRows, a.T - a0));
   if (top >= 1) load_block(0, top - 1);
   cp_async_commit();
 
@@ -367,8 +372,8 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
 // ---------------------------------------------------------------------------------------------
 // Backward scan: the fp32 scan of path_attention.cu on tensor cores, filling the same
 // accumulators (path::Accumulators) for its UT backward. Persistent CTAs (as many as are
-// resident) take the items (b·h, 128 query rows), heaviest first; per item and warp (16 rows of
-// query block I):
+// resident) take the items (b·h, 128 query rows) from an atomic counter, in groups of heads,
+// heaviest first inside a group; per item and warp (16 rows of query block I):
 //   pre-scan   J = top−1 … 0: R_J (the queries at key block J's right edge; R = Q̃_I at J = I−1) is
 //              stored as bf16 A fragments in the CTA's own slice of scratch (linear in T), then
 //              R ← R − R C_J (C form) or R ← R − (R W_Jᵀ) U_J (f16, exactly as the forward).
@@ -379,7 +384,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 8 / kFwdWarps) path_scan_bf16_
 //              and, for the whole CTA (keys × rows products from shared memory, float atomics):
 //              dV_J += Pᵀ dout, dK̃_J += dZᵀ R_J, and dC_J −= R_Jᵀ γ_old (C form, D × D) or
 //              dU_J −= Xᵀ γ_old, dW_J −= Yᵀ R_J
-//   end        dQ̃ = γ; dG_i += Σ_j dS_ij (rows), dG_j −= Σ_i dS_ij (every step, columns).
+//   end        dQ̃ = γ; with a gate dG_i += Σ_j dS_ij (rows), dG_j −= Σ_i dS_ij (every step, columns).
 // Warps whose block I ≤ J sit a step out with zero rows in the shared products.
 
 template <int S, int D>
@@ -408,6 +413,8 @@ struct BwdArgs {
   uint4* states;                            // (CTAs, n_blocks, kWarps, D / 16, 32): R_J fragments
   path::Accumulators acc;
   bool gated;
+  int* next_item;  // zeroed before the launch: items taken so far
+  int group;       // heads per item group (see the kernel)
 };
 
 template <int S, int D>
@@ -442,9 +449,20 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   uint4* states = a.states + int64_t(blockIdx.x) * a.n_blocks * kWarps * KD * 32;
   const int n_bh = a.B * a.H;
 
-  for (int item = blockIdx.x; item < n_bh * a.n_tiles; item += gridDim.x) {
-    const int bh = item % n_bh, b = bh / a.H, h = bh % a.H;
-    const int a0 = (a.n_tiles - 1 - item / n_bh) * kRows;
+  __shared__ int item_s;
+  for (;;) {
+    __syncthreads();  // the previous item is done with shared memory (item_s included)
+    if (threadIdx.x == 0) item_s = atomicAdd(a.next_item, 1);
+    __syncthreads();
+    const int item = item_s;
+    if (item >= n_bh * a.n_tiles) break;
+    // Item order: groups of `group` heads (all of their tiles), and inside a group heaviest tiles
+    // first, head by head. The CTAs at work at any time then share few heads, so their K̃, V, C
+    // reads and their accumulators' atomics hit L2.
+    const int grp = item / (a.group * a.n_tiles), local = item - grp * a.group * a.n_tiles;
+    const int gs = min(a.group, n_bh - grp * a.group);  // the last group may be smaller
+    const int bh = grp * a.group + local % gs, b = bh / a.H, h = bh % a.H;
+    const int a0 = (a.n_tiles - 1 - local / gs) * kRows;
     const int w0 = a0 + 16 * warp, I = w0 / S;
     const bool active = I < a.n_blocks;
     const int top = min((a0 + kRows - 1) / S, a.n_blocks - 1);
@@ -452,9 +470,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
     const int64_t in0 = (int64_t(b) * a.T * a.H + h) * D;  // (B, T, H, D) offset of (b, 0, h)
     auto st = [&](int J, int kk) { return states + ((int64_t(J) * kWarps + warp) * KD + kk) * 32 + lane; };
 
-    __syncthreads();  // the previous item is done with shared memory
     // dout rows (0 past T), lse (base 2), G; δ_i = dout_i·o_i (also for prep's UT backward).
-    stage_rows<D, LD, NT>(do_s, a.dout + in0 + int64_t(a0) * vstride, vstride, kRows, min(kRows, a.T - a0));
+    stage_rows<kRows, D, LD, NT>(do_s, a.dout + in0 + int64_t(a0) * vstride, vstride, min(kRows, a.T - a0));
     cp_async_commit();
     for (int r = threadIdx.x; r < kRows; r += NT) {
       const int t = a0 + r;
@@ -492,10 +509,10 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
     auto load_wu = [&](int b, int J) {
       const int64_t r0 = head + int64_t(J) * S;
       if constexpr (cf) {
-        stage_rows<D, LD, NT>(w_s(b), a.c_h + c_head + int64_t(J) * D * D, D, D, D);
+        stage_rows<D, D, LD, NT>(w_s(b), a.c_h + c_head + int64_t(J) * D * D, D, D);
       } else {
-        stage_rows<D, LD, NT>(w_s(b), a.w_h + r0 * D, D, S, S);
-        stage_rows<D, LD, NT>(u_s(b), a.u_h + r0 * D, D, S, S);
+        stage_rows<S, D, LD, NT>(w_s(b), a.w_h + r0 * D, D, S);
+        stage_rows<S, D, LD, NT>(u_s(b), a.u_h + r0 * D, D, S);
       }
     };
     if (top - 1 >= 1) load_wu(0, top - 1);
@@ -565,17 +582,28 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
     // K̃_J, V_J, W_J, U_J (bf16) or K̃_J, V_J, C_J (bf16), and G_J of the reverse step J into stage b.
     auto load_block = [&](int b, int J) {
       const int64_t r0 = head + int64_t(J) * S;
-      stage_rows<D, LD, NT>(k_s(b), a.k_hat + r0 * D, D, S, S);
-      stage_rows<D, LD, NT>(v_s(b), a.v + in0 + int64_t(J) * S * vstride, vstride, S, S);
+      stage_rows<S, D, LD, NT>(k_s(b), a.k_hat + r0 * D, D, S);
+      stage_rows<S, D, LD, NT>(v_s(b), a.v + in0 + int64_t(J) * S * vstride, vstride, S);
       if constexpr (cf) {
-        stage_rows<D, LD, NT>(w_s(b), a.c_b + c_head + int64_t(J) * D * D, D, D, D);
+        stage_rows<D, D, LD, NT>(w_s(b), a.c_b + c_head + int64_t(J) * D * D, D, D);
       } else {
-        stage_rows<D, LD, NT>(w_s(b), a.w_b + r0 * D, D, S, S);
-        stage_rows<D, LD, NT>(u_s(b), a.u_b + r0 * D, D, S, S);
+        stage_rows<S, D, LD, NT>(w_s(b), a.w_b + r0 * D, D, S);
+        stage_rows<S, D, LD, NT>(u_s(b), a.u_b + r0 * D, D, S);
       }
       for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(b) + 2 * e, a.g + r0 + 2 * e);
     };
-    if (top > 0) load_block(0, 0);
+    // R_J as A fragments, from the pre-scan's states: loaded one step ahead, before the key-side
+    // products of step J − 1, so that their latency is hidden.
+    uint32_t rf[KD][4];
+    auto load_rf = [&](int J) {
+      if (active && J < I)
+#pragma unroll
+        for (int kk = 0; kk < KD; ++kk) {
+          const uint4 f = *st(J, kk);
+          rf[kk][0] = f.x, rf[kk][1] = f.y, rf[kk][2] = f.z, rf[kk][3] = f.w;
+        }
+    };
+    if (top > 0) load_block(0, 0), load_rf(0);
     cp_async_commit();
     for (int J = 0; J < top; ++J) {
       const bool part = active && J < I;
@@ -584,14 +612,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
       __syncthreads();  // the previous step is done with shared memory (stage b ^ 1 included)
       if (J + 1 < top) load_block(b ^ 1, J + 1);
       cp_async_commit();
-      for (int c = threadIdx.x; c < S; c += NT) col_sum[c] = 0.f;
-      uint32_t rf[KD][4];  // R_J as A fragments
-      if (part)
-#pragma unroll
-        for (int kk = 0; kk < KD; ++kk) {
-          const uint4 f = *st(J, kk);
-          rf[kk][0] = f.x, rf[kk][1] = f.y, rf[kk][2] = f.z, rf[kk][3] = f.w;
-        }
+      if (a.gated)
+        for (int c = threadIdx.x; c < S; c += NT) col_sum[c] = 0.f;
       cp_async_wait<1>();  // step J's tiles (committed one step earlier) have landed
       __syncthreads();
 
@@ -620,7 +642,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
             }
           }
         // P, dS, dZ; z becomes dZ. Rows past T have lse 0 and dout 0: P may be nonzero there, so mask.
-        float cs[NS][2] = {};
+        // With a gate, dS's row sums (row_sum) and column sums (cs[2j + e]: column 8j + 2·t4 + e).
+        float cs[2 * NS] = {};
 #pragma unroll
         for (int rho = 0; rho < 2; ++rho) {
           const int rr = row0 + 8 * rho;
@@ -636,8 +659,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
               const float ds = p * (dp[j][2 * rho + e] - delta_s[rr]);
               dp[j][2 * rho + e] = p;
               z[j][2 * rho + e] = a.scale * ds;
-              row_sum[rho] += ds;
-              cs[j][e] += ds;
+              if (a.gated) row_sum[rho] += ds, cs[2 * j + e] += ds;
             }
 #pragma unroll
           for (int j = 0; j < NS; ++j) {
@@ -646,17 +668,16 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
             if constexpr (!cf) put(x_s, LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
           }
         }
-        // Column sums over the warp's 16 rows (lanes with equal t4), then over the warps.
+        // Column sums over the warp's 16 rows (column_sum8: lane 4g + t4 then holds flat indices
+        // (NS/4)·g + i), then over the warps.
+        if (a.gated) {
+          column_sum8(cs);
 #pragma unroll
-        for (int j = 0; j < NS; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float v = cs[j][e];
-            v += __shfl_xor_sync(0xffffffffu, v, 4);
-            v += __shfl_xor_sync(0xffffffffu, v, 8);
-            v += __shfl_xor_sync(0xffffffffu, v, 16);
-            if (g == 0) atomicAdd(&col_sum[8 * j + 2 * t4 + e], v);
+          for (int i = 0; i < NS / 4; ++i) {
+            const int f = NS / 4 * g + i;
+            atomicAdd(&col_sum[8 * (f / 2) + 2 * t4 + f % 2], cs[i]);
           }
+        }
         // R_J and γ (before this step) into shared memory for the key-side products.
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
@@ -752,12 +773,14 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           }
         }
       }
+      if (J + 1 < top) load_rf(J + 1);  // rf (this step's R_J) is in r_s now
       __syncthreads();
 
       // Key-side products in tiles of 16 rows × TW columns spread over the warps, (S, D) each:
       // dV += Pᵀ dout, dK̃ += dZᵀ R, and for J > 0 dU += −Xᵀ γ_old, dW += (−Y)ᵀ R, or in the C form
       // dC_J += −R_Jᵀ γ_old (D, D).
-      constexpr int TW = D < 64 ? D : 64, NTW = TW / 8, per = (S / 16) * (D / TW);
+      // TW = 32 at D ≤ 64 spreads the 24 tiles of the C form (D = 64) evenly over the 8 warps.
+      constexpr int TW = D <= 64 ? 32 : 64, NTW = TW / 8, per = (S / 16) * (D / TW);
       constexpr int per_m = cf ? (D / 16) * (D / TW) : per;  // tiles of dC, or of dU and of dW
       const int n_tiles = 2 * per + (J > 0 ? (cf ? 1 : 2) * per_m : 0);
       for (int tile = warp; tile < n_tiles; tile += kWarps) {
@@ -797,7 +820,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), make_float4(sign * v.x, sign * v.y, sign * v.z, sign * v.w));
         }
       }
-      for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_sum[c]);
+      if (a.gated)
+        for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_sum[c]);
     }
 
     // dQ̃ = γ for the warp's rows (every row of the head's blocks); dG_i += Σ_j dS_ij.
@@ -809,6 +833,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
       for (int j = 0; j < ND; ++j)
         *reinterpret_cast<float2*>(acc.dq_hat + (head + t) * D + 8 * j + 2 * t4) =
             make_float2(gam[j][2 * rho], gam[j][2 * rho + 1]);
+      if (!a.gated) continue;
       const float rs = quad_sum(row_sum[rho]);
       if (t4 == 0 && I > 0) atomicAdd(&acc.dg[head + t], rs);
     }
@@ -939,11 +964,14 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
   for (int i = 0; i < 7; ++i) sizes.take<float>(n);
   take_packed(sizes, sh, S, true);
   sizes.take<uint4>(state_words);
+  sizes.take<int>(1);
   Carver cv{static_cast<char*>(scratch(sizes.used, 2))};
   float *q32 = cv.take<float>(n), *k32 = cv.take<float>(n), *v32 = cv.take<float>(n), *do32 = cv.take<float>(n);
   float *dq32 = cv.take<float>(n), *dk32 = cv.take<float>(n), *dv32 = cv.take<float>(n);
   const Packed pk = take_packed(cv, sh, S, true);
   auto* states = cv.take<uint4>(state_words);
+  int* next_item = cv.take<int>(1);
+  PB_CUDA_CHECK(cudaMemsetAsync(next_item, 0, sizeof(int), stream()));
 
   from_bf16(q32, q, n);
   from_bf16(k32, k, n);
@@ -953,7 +981,7 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
   pack_all(pk, acc, w, sh);
   const BwdArgs ba{sh.B, sh.T, sh.H, n_blocks, acc.Tp, n_tiles, float(args.scale), float(args.scale) * kLog2e,
                    acc.g, acc.q_hat, pk.kb, pk.wb, pk.ub, pk.wh, pk.uh, pk.ch, pk.cb, bf(v), bf(o), bf(dout),
-                   lse, states, acc, log_f != nullptr};
+                   lse, states, acc, log_f != nullptr, next_item, std::max(1, ctas / n_tiles)};
   path_scan_backward_bf16_kernel<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
   PB_LAUNCH_CHECK();
   path::backward_end(acc, dq32, dk32, dv32, dw, dbeta, dlog_f, do32, lse, q32, k32, v32, w, beta, log_f, args);
