@@ -27,11 +27,15 @@
 // holding the elements (ty + 16 i, tx + 16 j) of an M × N result in registers, fp32 FFMA; shared
 // arrays have odd row strides (cols + 1), so rows and columns are both read without bank
 // conflicts. prep and ut_bwd also come with TC = true: the same code on TF32 tensor-core tiles
-// (strides cols + 4), which the bf16 path (path_attention.cuh) uses.
+// (strides cols + 4), reading bf16 q, k, v, dout and writing bf16 dq, dk, dv, which the bf16 path
+// (path_attention.cuh) uses.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
@@ -42,7 +46,7 @@
 namespace pb::cuda {
 namespace {
 
-// dst (ROWS × COLS, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
+// dst (ROWS × COLS fp32, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
 // columns ≥ n_cols (src is not read there). NT is the CTA's threads: a constant stride lets the
 // compiler unroll the loop as far as registers allow (a runtime stride cost prep 61% and the UT
 // backward 63% at D = 128; a forced full unroll spills).
@@ -54,6 +58,34 @@ __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, 
     dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
   }
 }
+// The same from bf16 rows, widened to fp32, 8 elements (one 16-byte load, two float4 stores) per
+// thread and pass: src rows, dst and ld must be 16-byte aligned and n_cols a multiple of 8, as in
+// the bf16 path (D = DP ∈ {32, 64, 128}).
+template <int ROWS, int COLS, int NT = kThreads>
+__device__ __forceinline__ void load_rows(float* dst, int ld, const __nv_bfloat16* src, int64_t stride,
+                                          int n_rows, int n_cols) {
+  constexpr int kChunks = COLS / 8;
+  static_assert(COLS % 8 == 0, "whole 16-byte chunks");
+  for (int e = threadIdx.x; e < ROWS * kChunks; e += NT) {
+    const int r = e / kChunks, c = (e - r * kChunks) * 8;
+    float x[8] = {};
+    if (r < n_rows && c < n_cols) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src + r * stride + c);
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        x[2 * i] = f.x, x[2 * i + 1] = f.y;
+      }
+    }
+    *reinterpret_cast<float4*>(dst + r * ld + c) = make_float4(x[0], x[1], x[2], x[3]);
+    *reinterpret_cast<float4*>(dst + r * ld + c + 4) = make_float4(x[4], x[5], x[6], x[7]);
+  }
+}
+
+// fp32 results to global fp32 or bf16 (rounded to nearest).
+__device__ __forceinline__ void store(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 
 // Sizes of one problem, shared by the kernels.
 struct Dims {
@@ -94,11 +126,21 @@ struct Scratch {
   float* r_states; // (scan CTAs, QB·Tp, DP): each scan CTA's R_J of its current item (backward)
 };
 
-struct Inputs {
-  const float *q, *k, *v, *w;  // (B, T, H, D)
-  const float* beta;           // (B, T, H)
-  const float* log_f;          // (B, T, H) or null
+// The op's inputs; q, k, v have element type T.
+template <class T>
+struct InputsT {
+  const T *q, *k, *v;  // (B, T, H, D)
+  const float* w;      // (B, T, H, D)
+  const float* beta;   // (B, T, H)
+  const float* log_f;  // (B, T, H) or null
 };
+using Inputs = InputsT<float>;
+// The element type of q, k, v, dout, dq, dk, dv: bf16 in the tensor-core instantiations (the bf16
+// path), else fp32.
+template <bool TC>
+using Elem = std::conditional_t<TC, __nv_bfloat16, float>;
+template <bool TC>
+using InputsOf = InputsT<Elem<TC>>;
 
 __device__ double block_sum_double(double x, double* red) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
@@ -200,7 +242,7 @@ constexpr int prep_smem_floats() {
 }
 
 template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, Inputs in, Scratch sc) {
+__global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf<TC> in, Scratch sc) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, NT = kThreads, NW = NT / 32;
   extern __shared__ __align__(16) float smem[];
   double* red = reinterpret_cast<double*>(smem);  // (8): one per warp
@@ -619,11 +661,9 @@ constexpr int ut_backward_smem_floats() {
 }
 
 template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kUtThreads<S, TC>) path_ut_backward_kernel(Dims d, Inputs in, Scratch sc,
-                                                                    const float* dout,
-                                                                    const float* lse, float* dq,
-                                                                    float* dk, float* dv, float* dw,
-                                                                    float* dbeta) {
+__global__ void __launch_bounds__(kUtThreads<S, TC>)
+    path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
+                            Elem<TC>* dq, Elem<TC>* dk, Elem<TC>* dv, float* dw, float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
   constexpr int NT = kUtThreads<S, TC>, NW = NT / 32;
   using TileSS = TileOf<S, S, TC, NW>;
@@ -694,7 +734,8 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>) path_ut_backward_kernel(Dim
     t.zero();
     mma(t, S, 1.f, s0, 1, LS, b2, LB, 1);
     t.each([&](int r, int cc, float& x) {
-      if (r < nv && cc < d.D) dv[(in_off + int64_t(r) * stride) + cc] = sc.dv[(head_row + r) * DP + cc] + x;
+      if (r < nv && cc < d.D)
+        store(&dv[(in_off + int64_t(r) * stride) + cc], sc.dv[(head_row + r) * DP + cc] + x);
     });
     if (tid < S) {
       sc.dg[head_row + tid] += row_sum[tid] - col_sum[tid];
@@ -764,13 +805,13 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>) path_ut_backward_kernel(Dim
     mma(t, S, 1.f, s3, LS, 1, k, LB, 1);
     mma(t, S, 1.f, s0, LS, 1, w, LB, 1);
     t.each([&](int r, int cc, float& x) {
-      if (r < nv && cc < d.D) dq[in_off + r * stride + cc] = x;
+      if (r < nv && cc < d.D) store(&dq[in_off + r * stride + cc], x);
     });
     t.each([&](int r, int cc, float& x) { x = b2[r * LB + cc]; });  // dk = dK̃ + dSᵀ Q + dEᵀ diag(β) W
     mma(t, S, 1.f, s3, 1, LS, q, LB, 1);
     mma<true>(t, S, 1.f, s2, 1, LS, w, LB, 1, beta);
     t.each([&](int r, int cc, float& x) {
-      if (r < nv && cc < d.D) dk[in_off + r * stride + cc] = x;
+      if (r < nv && cc < d.D) store(&dk[in_off + r * stride + cc], x);
     });
   }
   __syncthreads();  // dβ's row sums are complete
@@ -785,7 +826,7 @@ constexpr int c_backward_smem_floats() {
 }
 
 template <int S, int DP>
-__global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Inputs in, Scratch sc) {
+__global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, InputsOf<true> in, Scratch sc) {
   constexpr int LB = DP + kPad<true>;
   extern __shared__ __align__(16) float smem[];
   float* w = smem;        // (S, DP): W of the block
@@ -864,7 +905,7 @@ Dims make_dims(const PathAttentionArgs& args, int S) {
 
 // TC: the products on TF32 tensor cores (the bf16 path), else plain fp32.
 template <int S, int DP, bool TC>
-void launch_prep(const Dims& d, const Inputs& in, const Scratch& sc) {
+void launch_prep(const Dims& d, const InputsOf<TC>& in, const Scratch& sc) {
   constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
   set_smem(path_prep_kernel<S, DP, TC>, bytes);
@@ -903,7 +944,7 @@ int scan_resident_ctas() {
 
 // Prep and zeroed accumulators for the backward, in scratch; `scan_ctas` slices of scan states.
 template <int S, int DP, bool TC>
-Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
+Scratch backward_begin(const Dims& d, const InputsOf<TC>& in, int scan_ctas) {
   size_t bytes = 0;
   carve<S, DP, TC>(nullptr, d, true, scan_ctas, &bytes);
   const Scratch sc = carve<S, DP, TC>(static_cast<char*>(scratch(bytes)), d, true, scan_ctas, &bytes);
@@ -916,8 +957,9 @@ Scratch backward_begin(const Dims& d, const Inputs& in, int scan_ctas) {
 
 // After the scan: the UT backward writes dq, dk, dv, dw, dβ; the gate kernel dlog_f.
 template <int S, int DP, bool TC>
-void backward_end(const Dims& d, const Inputs& in, const Scratch& sc, float* dq, float* dk, float* dv,
-                  float* dw, float* dbeta, float* dlog_f, const float* dout, const float* lse) {
+void backward_end(const Dims& d, const InputsOf<TC>& in, const Scratch& sc, Elem<TC>* dq, Elem<TC>* dk,
+                  Elem<TC>* dv, float* dw, float* dbeta, float* dlog_f, const Elem<TC>* dout,
+                  const float* lse) {
   if constexpr (kCForm<S, DP, TC>) {
     constexpr int c_bytes = c_backward_smem_floats<S, DP>() * int(sizeof(float));
     set_smem(path_c_backward_kernel<S, DP>, c_bytes);
@@ -952,7 +994,7 @@ void backward_impl(float* dq, float* dk, float* dv, float* dw, float* dbeta, flo
 }
 
 template <int S, int DP>
-path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
+path::Accumulators begin_impl(const InputsOf<true>& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   const Scratch sc = backward_begin<S, DP, true>(d, in, 0);
   return {{S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, nullptr},
@@ -960,9 +1002,9 @@ path::Accumulators begin_impl(const Inputs& in, const PathAttentionArgs& args) {
 }
 
 template <int S, int DP>
-void end_impl(const path::Accumulators& a, const Inputs& in, const PathAttentionArgs& args, float* dq,
-              float* dk, float* dv, float* dw, float* dbeta, float* dlog_f, const float* dout,
-              const float* lse) {
+void end_impl(const path::Accumulators& a, const InputsOf<true>& in, const PathAttentionArgs& args,
+              __nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, float* dw, float* dbeta,
+              float* dlog_f, const __nv_bfloat16* dout, const float* lse) {
   Scratch sc{};  // the Scratch of begin_impl (the scan states are not needed here)
   sc.g = const_cast<double*>(a.g);
   sc.q_hat = const_cast<float*>(a.q_hat);
@@ -979,7 +1021,7 @@ void check_head_dim(int D) {
 }
 
 template <int S, int DP>
-path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
+path::Prepared prepare_impl(const InputsOf<true>& in, const PathAttentionArgs& args) {
   const Dims d = make_dims(args, S);
   size_t bytes = 0;
   carve<S, DP, true>(nullptr, d, false, 0, &bytes);
@@ -988,40 +1030,44 @@ path::Prepared prepare_impl(const Inputs& in, const PathAttentionArgs& args) {
   return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, sc.s_loc};
 }
 
+// bf16_bits (attention_bf16.h) as CUDA's bf16.
+const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* bf(bf16_bits* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
 }  // namespace
 
 namespace path {
 
-Prepared prepare(const float* q, const float* k, const float* w, const float* beta, const float* log_f,
-                 const PathAttentionArgs& args) {
+Prepared prepare(const bf16_bits* q, const bf16_bits* k, const float* w, const float* beta,
+                 const float* log_f, const PathAttentionArgs& args) {
   check_head_dim(args.shape.D);
-  const Inputs in{q, k, nullptr, w, beta, log_f};
+  const InputsOf<true> in{bf(q), bf(k), nullptr, w, beta, log_f};
   const int D = args.shape.D;
   return D <= 32 ? prepare_impl<64, 32>(in, args) : D <= 64 ? prepare_impl<64, 64>(in, args)
                                                             : prepare_impl<32, 128>(in, args);
 }
 
-Accumulators backward_begin(const float* q, const float* k, const float* w, const float* beta,
+Accumulators backward_begin(const bf16_bits* q, const bf16_bits* k, const float* w, const float* beta,
                             const float* log_f, const PathAttentionArgs& args) {
   check_head_dim(args.shape.D);
-  const Inputs in{q, k, nullptr, w, beta, log_f};
+  const InputsOf<true> in{bf(q), bf(k), nullptr, w, beta, log_f};
   const int D = args.shape.D;
   return D <= 32 ? begin_impl<64, 32>(in, args) : D <= 64 ? begin_impl<64, 64>(in, args)
                                                           : begin_impl<32, 128>(in, args);
 }
 
-void backward_end(const Accumulators& acc, float* dq, float* dk, float* dv, float* dw, float* dbeta,
-                  float* dlog_f, const float* dout, const float* lse, const float* q, const float* k,
-                  const float* v, const float* w, const float* beta, const float* log_f,
-                  const PathAttentionArgs& args) {
-  const Inputs in{q, k, v, w, beta, log_f};
+void backward_end(const Accumulators& acc, bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw,
+                  float* dbeta, float* dlog_f, const bf16_bits* dout, const float* lse,
+                  const bf16_bits* q, const bf16_bits* k, const bf16_bits* v, const float* w,
+                  const float* beta, const float* log_f, const PathAttentionArgs& args) {
+  const InputsOf<true> in{bf(q), bf(k), bf(v), w, beta, log_f};
   const int D = args.shape.D;
   if (D <= 32)
-    end_impl<64, 32>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+    end_impl<64, 32>(acc, in, args, bf(dq), bf(dk), bf(dv), dw, dbeta, dlog_f, bf(dout), lse);
   else if (D <= 64)
-    end_impl<64, 64>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+    end_impl<64, 64>(acc, in, args, bf(dq), bf(dk), bf(dv), dw, dbeta, dlog_f, bf(dout), lse);
   else
-    end_impl<32, 128>(acc, in, args, dq, dk, dv, dw, dbeta, dlog_f, dout, lse);
+    end_impl<32, 128>(acc, in, args, bf(dq), bf(dk), bf(dv), dw, dbeta, dlog_f, bf(dout), lse);
 }
 
 }  // namespace path

@@ -2,11 +2,11 @@
 // the names are those of path_attention.cu and kernels/README.md ("PaTH attention"); the block
 // products P_J = H_{J·S+S−1} ⋯ H_{J·S} = I − W_Jᵀ U_J come from its prep kernel.
 //
-// Forward (four launches, five in the C form):
-//   convert  q, k → fp32 (bf16 values are exact in fp32), the prep kernel's inputs
-//   prep     path_attention.cu (TF32 tensor cores), per (block, b·h): G, Q̃ (queries at their
-//            block's left edge), K̃ (keys at their block's right edge), U, S_loc (the logits inside
-//            each block) and, in the C form (D ≤ S: D = 32, 64), C_J = W_Jᵀ U_J (P_J = I − C_J)
+// Forward (three launches, four in the C form):
+//   prep     path_attention.cu (TF32 tensor cores on bf16 q, k widened to fp32 in shared memory),
+//            per (block, b·h): G, Q̃ (queries at their block's left edge), K̃ (keys at their block's
+//            right edge), U, S_loc (the logits inside each block) and, in the C form (D ≤ S:
+//            D = 32, 64), C_J = W_Jᵀ U_J (P_J = I − C_J)
 //   pack     K̃ → bf16, and C → f16 (C form) or W, U → f16, for 16-byte cp.async copies
 //   scan     per (128 query rows, b·h), 8 warps of 16 rows, heaviest first. Per warp, query block
 //            I: the online softmax starts on S_loc (diagonal block); then for key blocks
@@ -18,11 +18,10 @@
 //                                              for |·| ≤ 1 values)
 //            K̃_J, V_J and C_J (or W_J, U_J) are staged in shared memory by cp.async, double-buffered.
 //            o = acc / l (bf16), lse = ln Σ_j e^{s_ij} (fp32).
-// Backward: convert q, k, v, dout to fp32, path_attention.cu's prep and zeroed accumulators
-// (path::backward_begin), pack, the tensor-core backward scan below (it writes δ, dQ̃ and the
-// off-diagonal dV, dK̃, dG, and dC or dU, dW), then path_attention.cu's UT backward and gate
-// kernels (path::backward_end: dC → dU, dW first in the C form) into fp32 dq, dk, dv, rounded to
-// bf16 last.
+// Backward: path_attention.cu's prep and zeroed accumulators (path::backward_begin), pack, the
+// tensor-core backward scan below (it writes δ, dQ̃ and the off-diagonal dV, dK̃, dG, and dC or
+// dU, dW), then path_attention.cu's UT backward and gate kernels (path::backward_end: dC → dU, dW
+// first in the C form), which read bf16 q, k, v, dout and write dq, dk, dv rounded to bf16 once.
 // Versions, predictions and measurements: kernels/dev/path_bf16_notes.md.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -396,7 +395,12 @@ struct BwdLayout {
   static constexpr int kStage = (2 * kTile + kMove) * 2 + S * 8;  // K̃, V, the move tiles, G
   static constexpr int kRowsD = kRows * LD, kRowsK = kRows * LK;
   static constexpr int kRowsS = kC<S, D> ? 2 : 4;  // (kRows, S) tiles: P, dZ (and X, −Y)
-  static constexpr int kBytes = 2 * kStage + 3 * kRowsD * 2 + kRowsS * kRowsK * 2 + kRows * 16 + S * 4;
+  static constexpr int kSet = 2 * kRowsD + kRowsS * kRowsK;  // halves of a row-buffer set (R_J, γ, P, …)
+  static constexpr int bytes(int sets) {  // stages, dout, `sets` row-buffer sets, G, lse, δ, column sums
+    return 2 * kStage + (kRowsD + sets * kSet) * 2 + kRows * 16 + sets * S * 4;
+  }
+  static constexpr int NB = bytes(2) <= 232448 - 64 ? 2 : 1;  // two sets where they fit (D ≤ 64)
+  static constexpr int kBytes = bytes(NB);
 };
 
 struct BwdArgs {
@@ -431,17 +435,21 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   auto w_s = [&](int b) { return k_s(b) + 2 * L::kTile; };
   auto u_s = [&](int b) { return k_s(b) + 3 * L::kTile; };
   auto g_s = [&](int b) { return reinterpret_cast<double*>(smem + b * L::kStage + (2 * L::kTile + L::kMove) * 2); };
+  constexpr int NB = L::NB;
   uint16_t* do_s = reinterpret_cast<uint16_t*>(smem + 2 * L::kStage);  // (kRows, D): dout
-  uint16_t* r_s = do_s + L::kRowsD;                                   // (kRows, D): R_J
-  uint16_t* gam_s = r_s + L::kRowsD;                                  // (kRows, D): γ before the step
-  uint16_t* p_s = gam_s + L::kRowsD;                                  // (kRows, S) each: P, dZ, X, −Y
-  uint16_t* z_s = p_s + L::kRowsK;                                    // (X and −Y not in the C form)
-  uint16_t* x_s = z_s + L::kRowsK;
-  uint16_t* y_s = x_s + L::kRowsK;
-  double* gq = reinterpret_cast<double*>(p_s + L::kRowsS * L::kRowsK);  // (kRows)
-  float* lse_s = reinterpret_cast<float*>(gq + kRows);                // (kRows), base 2
-  float* delta_s = lse_s + kRows;                                     // (kRows)
-  float* col_sum = delta_s + kRows;                                   // (S)
+  // Row-buffer set n < NB: R_J and γ before the step (kRows, D); P, dZ, and outside the C form
+  // X, −Y (kRows, S).
+  auto r_s = [&](int n) { return do_s + L::kRowsD + n * L::kSet; };
+  auto gam_s = [&](int n) { return r_s(n) + L::kRowsD; };
+  auto p_s = [&](int n) { return gam_s(n) + L::kRowsD; };
+  auto z_s = [&](int n) { return p_s(n) + L::kRowsK; };
+  auto x_s = [&](int n) { return z_s(n) + L::kRowsK; };
+  auto y_s = [&](int n) { return x_s(n) + L::kRowsK; };
+  double* gq = reinterpret_cast<double*>(do_s + L::kRowsD + NB * L::kSet);  // (kRows)
+  float* lse_s = reinterpret_cast<float*>(gq + kRows);                   // (kRows), base 2
+  float* delta_s = lse_s + kRows;                                        // (kRows)
+  float* col_sum = delta_s + kRows;                                      // (NB, S): dS's column sums
+  auto col_s = [&](int n) { return col_sum + n * S; };                   // of set n
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
   const int64_t vstride = int64_t(a.H) * D;
@@ -603,20 +611,14 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           rf[kk][0] = f.x, rf[kk][1] = f.y, rf[kk][2] = f.z, rf[kk][3] = f.w;
         }
     };
-    if (top > 0) load_block(0, 0), load_rf(0);
-    cp_async_commit();
-    for (int J = 0; J < top; ++J) {
+    // Step J in two phases. query(J), per warp: the products with step J's stage, γ's update, and
+    // R_J, γ_old, P, dZ (and X, −Y) into row-buffer set J % NB. key(J), for the whole CTA: the
+    // key-side products from that set, the float atomics. With two sets (NB = 2) one barrier per
+    // step suffices: warps run key(J) and then query(J + 1) without waiting for each other, and the
+    // barrier after them also frees stage J & 1 for step J + 2's loads (issued one step ahead of use).
+    auto query = [&](int J) {
       const bool part = active && J < I;
-      const int64_t r0 = head + int64_t(J) * S;
-      const int b = J & 1;
-      __syncthreads();  // the previous step is done with shared memory (stage b ^ 1 included)
-      if (J + 1 < top) load_block(b ^ 1, J + 1);
-      cp_async_commit();
-      if (a.gated)
-        for (int c = threadIdx.x; c < S; c += NT) col_sum[c] = 0.f;
-      cp_async_wait<1>();  // step J's tiles (committed one step earlier) have landed
-      __syncthreads();
-
+      const int b = J & 1, n = J % NB;
       const int row0 = 16 * warp + g;  // this thread's rows row0, row0 + 8 in the (kRows, ·) tiles
       auto put = [&](uint16_t* m, int ld, int c, float x0, float x1, int rho) {
         *reinterpret_cast<uint32_t*>(m + (row0 + 8 * rho) * ld + c) = pack2<Bf16>(x0, x1);
@@ -663,9 +665,9 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
             }
 #pragma unroll
           for (int j = 0; j < NS; ++j) {
-            put(p_s, LK, 8 * j + 2 * t4, dp[j][2 * rho], dp[j][2 * rho + 1], rho);
-            put(z_s, LK, 8 * j + 2 * t4, z[j][2 * rho], z[j][2 * rho + 1], rho);
-            if constexpr (!cf) put(x_s, LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
+            put(p_s(n), LK, 8 * j + 2 * t4, dp[j][2 * rho], dp[j][2 * rho + 1], rho);
+            put(z_s(n), LK, 8 * j + 2 * t4, z[j][2 * rho], z[j][2 * rho + 1], rho);
+            if constexpr (!cf) put(x_s(n), LK, 8 * j + 2 * t4, x[j][2 * rho], x[j][2 * rho + 1], rho);
           }
         }
         // Column sums over the warp's 16 rows (column_sum8: lane 4g + t4 then holds flat indices
@@ -675,13 +677,13 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
           for (int i = 0; i < NS / 4; ++i) {
             const int f = NS / 4 * g + i;
-            atomicAdd(&col_sum[8 * (f / 2) + 2 * t4 + f % 2], cs[i]);
+            atomicAdd(&col_s(n)[8 * (f / 2) + 2 * t4 + f % 2], cs[i]);
           }
         }
         // R_J and γ (before this step) into shared memory for the key-side products.
 #pragma unroll
         for (int kk = 0; kk < KD; ++kk) {
-          uint32_t* rr = reinterpret_cast<uint32_t*>(r_s);
+          uint32_t* rr = reinterpret_cast<uint32_t*>(r_s(n));
           const int c = (16 * kk + 2 * t4) / 2, ld2 = LD / 2;
           rr[row0 * ld2 + c] = rf[kk][0], rr[(row0 + 8) * ld2 + c] = rf[kk][1];
           rr[row0 * ld2 + c + 4] = rf[kk][2], rr[(row0 + 8) * ld2 + c + 4] = rf[kk][3];
@@ -689,7 +691,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
         for (int j = 0; j < ND; ++j)
 #pragma unroll
-          for (int rho = 0; rho < 2; ++rho) put(gam_s, LD, 8 * j + 2 * t4, gam[j][2 * rho], gam[j][2 * rho + 1], rho);
+          for (int rho = 0; rho < 2; ++rho) put(gam_s(n), LD, 8 * j + 2 * t4, gam[j][2 * rho], gam[j][2 * rho + 1], rho);
         if constexpr (cf) {
           // γ ← γ − γ C_Jᵀ + dZ K̃_J (J > 0 for the first term: γ = 0 at J = 0)
           if (J > 0) {
@@ -738,7 +740,7 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
 #pragma unroll
           for (int j = 0; j < NS; ++j)
 #pragma unroll
-            for (int rho = 0; rho < 2; ++rho) put(y_s, LK, 8 * j + 2 * t4, y[j][2 * rho], y[j][2 * rho + 1], rho);
+            for (int rho = 0; rho < 2; ++rho) put(y_s(n), LK, 8 * j + 2 * t4, y[j][2 * rho], y[j][2 * rho + 1], rho);
           // γ ← γ + dZ K̃_J + (−Y) W_J
 #pragma unroll
           for (int kk = 0; kk < S / 16; ++kk) {
@@ -761,21 +763,22 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         }
       } else {  // zero rows: this warp adds nothing to the key-side products
         for (int e = lane; e < 16 * LD / 2; e += 32) {
-          reinterpret_cast<uint32_t*>(r_s + 16 * warp * LD)[e] = 0u;
-          reinterpret_cast<uint32_t*>(gam_s + 16 * warp * LD)[e] = 0u;
+          reinterpret_cast<uint32_t*>(r_s(n) + 16 * warp * LD)[e] = 0u;
+          reinterpret_cast<uint32_t*>(gam_s(n) + 16 * warp * LD)[e] = 0u;
         }
         for (int e = lane; e < 16 * LK / 2; e += 32) {
-          reinterpret_cast<uint32_t*>(p_s + 16 * warp * LK)[e] = 0u;
-          reinterpret_cast<uint32_t*>(z_s + 16 * warp * LK)[e] = 0u;
+          reinterpret_cast<uint32_t*>(p_s(n) + 16 * warp * LK)[e] = 0u;
+          reinterpret_cast<uint32_t*>(z_s(n) + 16 * warp * LK)[e] = 0u;
           if constexpr (!cf) {
-            reinterpret_cast<uint32_t*>(x_s + 16 * warp * LK)[e] = 0u;
-            reinterpret_cast<uint32_t*>(y_s + 16 * warp * LK)[e] = 0u;
+            reinterpret_cast<uint32_t*>(x_s(n) + 16 * warp * LK)[e] = 0u;
+            reinterpret_cast<uint32_t*>(y_s(n) + 16 * warp * LK)[e] = 0u;
           }
         }
       }
-      if (J + 1 < top) load_rf(J + 1);  // rf (this step's R_J) is in r_s now
-      __syncthreads();
-
+    };
+    auto key = [&](int J) {
+      const int64_t r0 = head + int64_t(J) * S;
+      const int n = J % NB;
       // Key-side products in tiles of 16 rows × TW columns spread over the warps, (S, D) each:
       // dV += Pᵀ dout, dK̃ += dZᵀ R, and for J > 0 dU += −Xᵀ γ_old, dW += (−Y)ᵀ R, or in the C form
       // dC_J += −R_Jᵀ γ_old (D, D).
@@ -788,8 +791,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
         const int local = tile < 2 * per ? tile % per : (tile - 2 * per) % per_m;
         const int k0 = local / (D / TW) * 16, d0 = (local % (D / TW)) * TW;
         const bool dc = cf && which == 2;
-        const uint16_t* am = which == 0 ? p_s : which == 1 ? z_s : dc ? r_s : which == 2 ? x_s : y_s;
-        const uint16_t* bm = which == 0 ? do_s : which == 2 ? gam_s : r_s;
+        const uint16_t* am = which == 0 ? p_s(n) : which == 1 ? z_s(n) : dc ? r_s(n) : which == 2 ? x_s(n) : y_s(n);
+        const uint16_t* bm = which == 0 ? do_s : which == 2 ? gam_s(n) : r_s(n);
         float* out = which == 0 ? acc.dv + r0 * D
                      : which == 1 ? acc.dk_hat + r0 * D
                      : dc ? acc.dc + c_head + int64_t(J) * D * D
@@ -820,8 +823,27 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), make_float4(sign * v.x, sign * v.y, sign * v.z, sign * v.w));
         }
       }
-      if (a.gated)
-        for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_sum[c]);
+    if (a.gated)
+      for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_s(n)[c]), col_s(n)[c] = 0.f;
+    };
+    if (a.gated)
+      for (int c = threadIdx.x; c < NB * S; c += NT) col_s(0)[c] = 0.f;
+    if (top > 0) load_block(0, 0), load_rf(0);
+    cp_async_commit();
+    if (top > 1) load_block(1, 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // stage 0
+    __syncthreads();
+    if (top > 0) query(0);
+    for (int J = 0; J < top; ++J) {
+      cp_async_wait<0>();  // stage J + 1
+      __syncthreads();     // query(J) and key(J − 1) are done everywhere; stage J + 1 has landed
+      if (J + 2 < top) load_block(J & 1, J + 2);
+      cp_async_commit();
+      if (J + 1 < top) load_rf(J + 1);  // R_{J+1}'s fragments, hidden behind key(J)
+      key(J);
+      if constexpr (NB == 1) __syncthreads();  // key(J) is done with the one row-buffer set
+      if (J + 1 < top) query(J + 1);
     }
 
     // dQ̃ = γ for the warp's rows (every row of the head's blocks); dG_i += Σ_j dS_ij.
@@ -905,21 +927,14 @@ void path_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, c
   const AttnShape& sh = args.shape;
   if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
   check_shape(sh);
-  const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
   const int S = sh.D > 64 ? 32 : 64;
 
-  // Arena 2: fp32 q, k for prep, then the packed copies.
+  // Arena 2: the packed copies.
   Carver measure{nullptr};
-  measure.take<float>(n);
-  measure.take<float>(n);
   take_packed(measure, sh, S, false);
   Carver cv{static_cast<char*>(scratch(measure.used, 2))};
-  float* q32 = cv.take<float>(n);
-  float* k32 = cv.take<float>(n);
   const Packed pk = take_packed(cv, sh, S, false);
-  from_bf16(q32, q, n);
-  from_bf16(k32, k, n);
-  const path::Prepared p = path::prepare(q32, k32, w, beta, log_f, args);
+  const path::Prepared p = path::prepare(q, k, w, beta, log_f, args);
   pack_all(pk, p, w, sh);
 
   const ScanArgs sa{sh.B, sh.T, sh.H, p.n_blocks, p.Tp, ceil_div(sh.T, Layout<64, 64>::kRows),
@@ -953,41 +968,29 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
                    const bf16_bits* k, const bf16_bits* v, const float* w, const float* beta,
                    const float* log_f, const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
-  const int64_t n = int64_t(sh.B) * sh.T * sh.H * sh.D;
   const int n_blocks = ceil_div(sh.T, S), n_tiles = ceil_div(sh.T, BwdLayout<S, D>::kRows);
   const int ctas = std::min(resident_ctas<S, D>(), sh.B * sh.H * n_tiles);
   const int64_t state_words = int64_t(ctas) * n_blocks * kBwdWarps * (D / 16) * 32;  // uint4 each
 
-  // Arena 2: fp32 q, k, v, dout (for prep and the UT backward), fp32 dq, dk, dv (its outputs),
-  // the packed copies and the scan states.
+  // Arena 2: the packed copies, the scan states and the item counter.
   Carver sizes{nullptr};
-  for (int i = 0; i < 7; ++i) sizes.take<float>(n);
   take_packed(sizes, sh, S, true);
   sizes.take<uint4>(state_words);
   sizes.take<int>(1);
   Carver cv{static_cast<char*>(scratch(sizes.used, 2))};
-  float *q32 = cv.take<float>(n), *k32 = cv.take<float>(n), *v32 = cv.take<float>(n), *do32 = cv.take<float>(n);
-  float *dq32 = cv.take<float>(n), *dk32 = cv.take<float>(n), *dv32 = cv.take<float>(n);
   const Packed pk = take_packed(cv, sh, S, true);
   auto* states = cv.take<uint4>(state_words);
   int* next_item = cv.take<int>(1);
   PB_CUDA_CHECK(cudaMemsetAsync(next_item, 0, sizeof(int), stream()));
 
-  from_bf16(q32, q, n);
-  from_bf16(k32, k, n);
-  from_bf16(v32, v, n);
-  from_bf16(do32, dout, n);
-  const path::Accumulators acc = path::backward_begin(q32, k32, w, beta, log_f, args);
+  const path::Accumulators acc = path::backward_begin(q, k, w, beta, log_f, args);
   pack_all(pk, acc, w, sh);
   const BwdArgs ba{sh.B, sh.T, sh.H, n_blocks, acc.Tp, n_tiles, float(args.scale), float(args.scale) * kLog2e,
                    acc.g, acc.q_hat, pk.kb, pk.wb, pk.ub, pk.wh, pk.uh, pk.ch, pk.cb, bf(v), bf(o), bf(dout),
                    lse, states, acc, log_f != nullptr, next_item, std::max(1, ctas / n_tiles)};
   path_scan_backward_bf16_kernel<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
   PB_LAUNCH_CHECK();
-  path::backward_end(acc, dq32, dk32, dv32, dw, dbeta, dlog_f, do32, lse, q32, k32, v32, w, beta, log_f, args);
-  to_bf16(dq, dq32, n);
-  to_bf16(dk, dk32, n);
-  to_bf16(dv, dv32, n);
+  path::backward_end(acc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse, q, k, v, w, beta, log_f, args);
 }
 
 }  // namespace
