@@ -2,7 +2,7 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|all] [extra ctest args...]
+#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|ncu-stalls|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" PRECISIONS="fp32 bf16" scripts/gpu.sh bench
 #   PE="path path_fox" F32=1 ATTN_SHAPES=quick scripts/gpu.sh attention
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
@@ -14,6 +14,10 @@
 # and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
 # ncu-attention (not part of all): ncu kernel times of one bf16 fwd+bwd call of each PE (default
 # path) at NCU_SHAPE="B T H D" (default "8 4096 16 64"), into $LOG_DIR, summarised on stdout;
+# ncu-stalls (not part of all): where the warps of the kernels matching NCU_KERNELS (a regex, default
+# path_scan; the first NCU_COUNT launches, default 2) of that call wait: ncu's warp-state, scheduler
+# and per-instruction stall sections into $LOG_DIR (details text and SASS CSV), summarised on stdout
+# by scripts/ncu_stalls.py;
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
 # on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
 set -euo pipefail
@@ -129,6 +133,22 @@ if [[ $mode == ncu-attention ]]; then
     echo "## ncu: $pe fwd+bwd, B=$B T=$T H=$H D=$D"
     python3 scripts/ncu_summary.py "$csv"
     summary+=("ncu $pe B=$B T=$T D=$D: $csv")
+  done
+fi
+
+if [[ $mode == ncu-stalls ]]; then
+  read -r B T H D <<<"${NCU_SHAPE:-8 4096 16 64}"
+  for pe in ${PE:-path}; do
+    rep="$LOG_DIR/ncu_stalls_${pe}_B${B}_T${T}_H${H}_D${D}"
+    ncu --clock-control none -k "regex:${NCU_KERNELS:-path_scan}" -c "${NCU_COUNT:-2}" --section SpeedOfLight \
+      --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
+      --section SourceCounters --section MemoryWorkloadAnalysis -f -o "$rep" "$BUILD/pathbench" bench attention \
+      --pe "$pe" --dtype bf16 --batch "$B" --seq-len "$T" --heads "$H" --head-dim "$D" --backward \
+      --warmup 0 --iters 1 --rotate 1 >>"$LOG_DIR/ncu.log" 2>&1
+    ncu -i "$rep.ncu-rep" --page details --print-details all >"${rep}_details.txt"
+    ncu -i "$rep.ncu-rep" --page source --csv --print-source sass >"${rep}_sass.csv"
+    python3 scripts/ncu_stalls.py "${rep}_sass.csv"
+    summary+=("ncu stalls $pe B=$B T=$T D=$D: ${rep}_details.txt, ${rep}_sass.csv")
   done
 fi
 
