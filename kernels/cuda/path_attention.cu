@@ -1030,10 +1030,6 @@ path::Prepared prepare_impl(const InputsOf<true>& in, const PathAttentionArgs& a
   return {S, DP, d.n_blocks, d.Tp, sc.g, sc.q_hat, sc.k_hat, sc.u, sc.c, sc.s_loc};
 }
 
-// bf16_bits (attention_bf16.h) as CUDA's bf16.
-const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
-__nv_bfloat16* bf(bf16_bits* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
-
 }  // namespace
 
 namespace path {

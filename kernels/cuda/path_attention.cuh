@@ -1,8 +1,18 @@
 // The parts of the fp32 PaTH kernels (path_attention.cu) that the bf16 kernels
 // (path_attention_bf16.cu) build on. Internal to kernels/cuda/.
 #pragma once
+#include <cuda_bf16.h>
+
 #include "kernels/cuda/attention_bf16.h"
 #include "kernels/ops.h"
+
+namespace pb::cuda {
+
+// bf16_bits (attention_bf16.h) as CUDA's bf16.
+inline const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+inline __nv_bfloat16* bf(bf16_bits* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
+
+}  // namespace pb::cuda
 
 namespace pb::cuda::path {
 

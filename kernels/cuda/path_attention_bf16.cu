@@ -904,8 +904,6 @@ void pack_all(const Packed& pk, const path::Prepared& p, const float* w, const A
   if (pk.ch) pack_c(pk.ch, pk.cb, p.c, int64_t(sh.B) * sh.H * p.n_blocks * sh.D * sh.D);
 }
 
-const __nv_bfloat16* bf(const bf16_bits* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
-
 template <int S, int D>
 void scan(const ScanArgs& args) {
   using L = Layout<S, D>;
@@ -939,7 +937,7 @@ void path_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, c
 
   const ScanArgs sa{sh.B, sh.T, sh.H, p.n_blocks, p.Tp, ceil_div(sh.T, Layout<64, 64>::kRows),
                     float(args.scale) * kLog2e, p.g, p.q_hat, p.s_loc, pk.kb, pk.wh, pk.uh, pk.ch, bf(v),
-                    reinterpret_cast<__nv_bfloat16*>(o), lse, log_f != nullptr};
+                    bf(o), lse, log_f != nullptr};
   if (sh.D == 32)
     scan<64, 32>(sa);
   else if (sh.D == 64)
