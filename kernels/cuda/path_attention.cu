@@ -47,21 +47,21 @@ namespace pb::cuda {
 namespace {
 
 // dst (ROWS × COLS fp32, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
-// columns ≥ n_cols (src is not read there). NT is the CTA's threads: a constant stride lets the
-// compiler unroll the loop as far as registers allow (a runtime stride cost prep 61% and the UT
-// backward 63% at D = 128; a forced full unroll spills).
-template <int ROWS, int COLS, int NT = kThreads>
+// columns ≥ n_cols (src is not read there); with TC rounded to TF32 (tf32_operand). NT is the
+// CTA's threads: a constant stride lets the compiler unroll the loop as far as registers allow (a
+// runtime stride cost prep 61% and the UT backward 63% at D = 128; a forced full unroll spills).
+template <int ROWS, int COLS, int NT = kThreads, bool TC = false>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
                                           int n_rows, int n_cols) {
   for (int e = threadIdx.x; e < ROWS * COLS; e += NT) {
     const int r = e / COLS, c = e - r * COLS;
-    dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
+    dst[r * ld + c] = (r < n_rows && c < n_cols) ? tf32_operand<TC>(src[r * stride + c]) : 0.f;
   }
 }
-// The same from bf16 rows, widened to fp32, 8 elements (one 16-byte load, two float4 stores) per
-// thread and pass: src rows, dst and ld must be 16-byte aligned and n_cols a multiple of 8, as in
-// the bf16 path (D = DP ∈ {32, 64, 128}).
-template <int ROWS, int COLS, int NT = kThreads>
+// The same from bf16 rows, widened to fp32 (exact, and TF32 values already), 8 elements (one
+// 16-byte load, two float4 stores) per thread and pass: src rows, dst and ld must be 16-byte
+// aligned and n_cols a multiple of 8, as in the bf16 path (D = DP ∈ {32, 64, 128}).
+template <int ROWS, int COLS, int NT = kThreads, bool TC = true>
 __device__ __forceinline__ void load_rows(float* dst, int ld, const __nv_bfloat16* src, int64_t stride,
                                           int n_rows, int n_cols) {
   constexpr int kChunks = COLS / 8;
@@ -153,19 +153,18 @@ __device__ double block_sum_double(double x, double* red) {
   return s;
 }
 
-// The UT transform of one block (README), from Q, K, W (S × DP, stride DP + 1) and β (S) in
-// shared memory, every product on (S × S) or (S × DP) tiles:
-//   A = strictLower(diag(β) W Wᵀ), E = strictLower(diag(β) W Kᵀ), QW = tril_incl(Q Wᵀ)
+// The UT transform of one block (README), from K, W (S × DP, stride DP + kPad<TC>) and β (S) in
+// shared memory, its products on (S × S) tiles:
+//   A = strictLower(diag(β) W Wᵀ), E = strictLower(diag(β) W Kᵀ)
 //   (I + A) [Tm | U | M] = [I | diag(β) W | E]   (unit lower forward substitution, a column per thread)
-//   S_loc = tril_incl(Q Kᵀ) − QW M
-// A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); the other
-// (S × S) arrays have stride S + kPad<TC>, U has stride DP + kPad<TC> (path_tiles.cuh). Without
-// WithTm, Tm is not formed (tm is unused) and m may alias e (each thread reads its column of E
-// before writing that column of M). Ends with __syncthreads().
+// A has stride S + 4 and must be 16-byte aligned (its rows are read as float4 broadcasts); it stays
+// fp32, as does the substitution. E, Tm and M have stride S + kPad<TC>, U stride DP + kPad<TC>, and
+// are stored as TF32 operands under TC. Without WithTm, Tm is not formed (tm is unused) and m may
+// alias e (each thread reads its column of E before writing that column of M). The callers' own
+// products before the call share its first barrier; it ends with __syncthreads().
 template <int S, int DP, bool TC, bool WithTm, int NT>
-__device__ void ut_transform(const float* q, const float* k, const float* w, const float* beta,
-                             float* a, float* e, float* qw, float* s_loc, float* tm, float* u,
-                             float* m) {
+__device__ void ut_solve(const float* k, const float* w, const float* beta, float* a, float* e,
+                         float* tm, float* u, float* m) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NW = NT / 32;
   {
     TileOf<S, S, TC, NW> t;
@@ -174,13 +173,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
     t.each([&](int r, int c, float& x) { a[r * LA + c] = c < r ? beta[r] * x : 0.f; });
     t.zero();
     mma(t, DP, 1.f, w, LB, 1, k, 1, LB);  // W Kᵀ
-    t.each([&](int r, int c, float& x) { e[r * LS + c] = c < r ? beta[r] * x : 0.f; });
-    t.zero();
-    mma(t, DP, 1.f, q, LB, 1, w, 1, LB);  // Q Wᵀ
-    t.each([&](int r, int c, float& x) { qw[r * LS + c] = c <= r ? x : 0.f; });
-    t.zero();
-    mma(t, DP, 1.f, q, LB, 1, k, 1, LB);  // Q Kᵀ
-    t.each([&](int r, int c, float& x) { s_loc[r * LS + c] = c <= r ? x : 0.f; });
+    t.each([&](int r, int c, float& x) { e[r * LS + c] = c < r ? tf32_operand<TC>(beta[r] * x) : 0.f; });
   }
   __syncthreads();
   static_assert(2 * S + DP <= NT, "one thread per column of [Tm | U | M]");
@@ -220,14 +213,7 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
       x[i] = (s0 + s1) + (s2 + s3);
     }
 #pragma unroll
-    for (int i = 0; i < S; ++i) dst[i * ld] = x[i];
-  }
-  __syncthreads();
-  {
-    TileOf<S, S, TC, NW> t;
-    t.zero();
-    mma(t, S, -1.f, qw, LS, 1, m, LS, 1);  // −QW M (strictly lower: QW lower, M strictly lower)
-    t.each([&](int r, int c, float& x) { s_loc[r * LS + c] += x; });
+    for (int i = 0; i < S; ++i) dst[i * ld] = tf32_operand<TC>(x[i]);
   }
   __syncthreads();
 }
@@ -235,15 +221,17 @@ __device__ void ut_transform(const float* q, const float* k, const float* w, con
 // ---------------------------------------------------------------------------------------------
 // prep: per (block c, b·h). G, then Q̃ = Q − QW U, K̃ = K − Mᵀ W, U and (if s_loc) S_loc.
 
-// M overwrites E and Tm is not formed: 101 KB at <64, 32>, two CTAs per SM (fp32 tiles).
+// Tm is not formed, QW takes A's place once the substitution is done, M overwrites E, and S_loc goes
+// from registers to scratch: two (S × S) arrays. TF32: 105 KB at <64, 64> (two CTAs per SM; 140 KB
+// and one with QW and S_loc arrays of their own), 72 KB at <64, 32>, 77 KB at <32, 128>.
 template <int S, int DP, bool TC>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + 3 * S * (S + kPad<TC>);
+  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + S * (S + kPad<TC>);
 }
 
 template <int S, int DP, bool TC>
 __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf<TC> in, Scratch sc) {
-  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, NT = kThreads, NW = NT / 32;
+  constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NT = kThreads, NW = NT / 32;
   extern __shared__ __align__(16) float smem[];
   double* red = reinterpret_cast<double*>(smem);  // (8): one per warp
   float* beta = smem + 16;                         // (S)
@@ -251,10 +239,9 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf
   float* k = q + S * LB;
   float* w = k + S * LB;
   float* u = w + S * LB;
-  float* a = u + S * LB;       // (S, S), stride S + 4
-  float* e = a + S * (S + 4);  // (S, S) each, stride LS: E, then M
-  float* qw = e + S * LS;
-  float* s_loc = qw + S * LS;
+  float* a = u + S * LB;       // (S, S), stride LA: A, then QW
+  float* e = a + S * LA;       // (S, S), stride LS: E, then M
+  float* qw = a;
   float* m = e;
 
   static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
@@ -278,16 +265,31 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf
   }
 
   const int64_t stride = int64_t(d.H) * d.D, off = d.in_row(b, a0, h) * d.D;
-  load_rows<S, DP, NT>(q, LB, in.q + off, stride, nv, d.D);
-  load_rows<S, DP, NT>(k, LB, in.k + off, stride, nv, d.D);
-  load_rows<S, DP, NT>(w, LB, in.w + off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(q, LB, in.q + off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(k, LB, in.k + off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(w, LB, in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
   __syncthreads();
-  ut_transform<S, DP, TC, false, NT>(q, k, w, beta, a, e, qw, s_loc, nullptr, u, m);
-
+  ut_solve<S, DP, TC, false, NT>(k, w, beta, a, e, nullptr, u, m);
+  {
+    TileOf<S, S, TC, NW> t;  // QW = tril_incl(Q Wᵀ), over A
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, w, 1, LB);
+    t.each([&](int r, int col, float& x) { qw[r * LA + col] = col <= r ? tf32_operand<TC>(x) : 0.f; });
+  }
+  __syncthreads();
+  if (sc.s_loc) {  // S_loc = tril_incl(Q Kᵀ) − QW M (QW lower, M strictly lower: QW M strictly lower)
+    TileOf<S, S, TC, NW> t;
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, k, 1, LB);
+    t.each([&](int r, int col, float& x) { x = col <= r ? x : 0.f; });
+    mma(t, S, -1.f, qw, LA, 1, m, LS, 1);
+    float* out = sc.s_loc + (int64_t(bh) * d.n_blocks + c) * S * S;  // (S, S)
+    t.each([&](int r, int col, float& x) { out[r * S + col] = x; });
+  }
   TileOf<S, DP, TC, NW> t;
   t.each([&](int r, int col, float& x) { x = q[r * LB + col]; });
-  mma(t, S, -1.f, qw, LS, 1, u, LB, 1);  // Q̃ = Q − QW U
+  mma(t, S, -1.f, qw, LA, 1, u, LB, 1);  // Q̃ = Q − QW U
   t.each([&](int r, int col, float& x) { sc.q_hat[(head_row + r) * DP + col] = x; });
   t.each([&](int r, int col, float& x) { x = k[r * LB + col]; });
   mma(t, S, -1.f, m, 1, LS, w, LB, 1);  // K̃ = K − Mᵀ W
@@ -299,10 +301,6 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf
     mma(cw, S, 1.f, w, 1, LB, u, LB, 1);
     float* out = sc.c + (int64_t(bh) * d.n_blocks + c) * DP * DP;  // (DP, DP)
     cw.each([&](int r, int col, float& x) { out[r * DP + col] = x; });
-  }
-  if (sc.s_loc) {
-    float* out = sc.s_loc + (int64_t(bh) * d.n_blocks + c) * S * S;  // (S, S)
-    for (int i = tid; i < S * S; i += NT) out[i] = s_loc[(i / S) * LS + i % S];
   }
 }
 
@@ -688,6 +686,7 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
   float* s4 = s3 + S * LS;  // Tm
   float* s5 = s4 + S * LS;  // M
   float* s6 = s5 + S * LS;  // dM, then dTm, then dA
+  // Under TC every array here except A and S_loc (and the (S) vectors) holds TF32 operands.
 
   static_assert((7 * S + 6 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
@@ -696,11 +695,11 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
   const int64_t head_row = int64_t(bh) * d.Tp + a0, stride = int64_t(d.H) * d.D;
   const int64_t in_off = d.in_row(b, a0, h) * d.D;
 
-  load_rows<S, DP, NT>(q, LB, in.q + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT>(k, LB, in.k + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT>(w, LB, in.w + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT>(b1, LB, in.v + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT>(b2, LB, dout + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(q, LB, in.q + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(k, LB, in.k + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(w, LB, in.w + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(b1, LB, in.v + in_off, stride, nv, d.D);
+  load_rows<S, DP, NT, TC>(b2, LB, dout + in_off, stride, nv, d.D);
   if (tid < S) {
     const bool ok = tid < nv;
     gq[tid] = sc.g[head_row + tid];
@@ -711,8 +710,24 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
     col_sum[tid] = 0.f;
   }
   __syncthreads();
-  ut_transform<S, DP, TC, true, NT>(q, k, w, beta, s0, s1, s2, s3, s4, u, s5);
-
+  {  // QW = tril_incl(Q Wᵀ), and tril_incl(Q Kᵀ) (fp32, not an operand: P is formed from it)
+    TileSS t;
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, w, 1, LB);
+    t.each([&](int r, int cc, float& x) { s2[r * LS + cc] = cc <= r ? tf32_operand<TC>(x) : 0.f; });
+    t.zero();
+    mma(t, DP, 1.f, q, LB, 1, k, 1, LB);
+    t.each([&](int r, int cc, float& x) { s3[r * LS + cc] = cc <= r ? x : 0.f; });
+  }
+  ut_solve<S, DP, TC, true, NT>(k, w, beta, s0, s1, s4, u, s5);  // A, E; Tm, U, M
+  // S_loc = tril_incl(Q Kᵀ) − QW M (QW M is strictly lower). Each thread updates, then reads, the
+  // elements of its own tile (TileSS has one layout), so no barrier comes between.
+  {
+    TileSS t;
+    t.zero();
+    mma(t, S, -1.f, s2, LS, 1, s5, LS, 1);
+    t.each([&](int r, int cc, float& x) { s3[r * LS + cc] += x; });
+  }
   {  // P = exp(scale·S_loc + G_i − G_j − lse_i) (j ≤ i < T), dS = P ⊙ (dout Vᵀ − δ)
     TileSS dp;
     dp.zero();
@@ -722,20 +737,22 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
                           ? expf(d.scale * s3[r * LS + cc] + float(gq[r] - gq[cc]) - lse_s[r])
                           : 0.f;
       x = p * (x - delta_s[r]);  // dS
-      s0[r * LS + cc] = p;
-      s3[r * LS + cc] = d.scale * x;
+      s0[r * LS + cc] = tf32_operand<TC>(p);
+      s3[r * LS + cc] = tf32_operand<TC>(d.scale * x);
     });
     dp.add_row_sums(row_sum);
     dp.add_col_sums(col_sum);
   }
   __syncthreads();
-  {  // dv = dV (off-diagonal) + Pᵀ dout;  dG_i += Σ_j dS_ij − Σ_i' dS_i'i (diagonal block)
-    TileSD t;
+  {  // dv = dV (off-diagonal, loaded while the product runs) + Pᵀ dout;
+     // dG_i += Σ_j dS_ij − Σ_i' dS_i'i (diagonal block)
+    TileSD t, dv_off;
+    dv_off.each([&](int r, int cc, float& x) { x = sc.dv[(head_row + r) * DP + cc]; });
     t.zero();
     mma(t, S, 1.f, s0, 1, LS, b2, LB, 1);
+    t.add(dv_off);
     t.each([&](int r, int cc, float& x) {
-      if (r < nv && cc < d.D)
-        store(&dv[(in_off + int64_t(r) * stride) + cc], sc.dv[(head_row + r) * DP + cc] + x);
+      if (r < nv && cc < d.D) store(&dv[(in_off + int64_t(r) * stride) + cc], x);
     });
     if (tid < S) {
       sc.dg[head_row + tid] += row_sum[tid] - col_sum[tid];
@@ -743,48 +760,54 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
     }
   }
   __syncthreads();
-  load_rows<S, DP, NT>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
-  load_rows<S, DP, NT>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
+  load_rows<S, DP, NT, TC>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
+  load_rows<S, DP, NT, TC>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
   __syncthreads();
   {
+    TileSD du;  // dU_tot = dU − QWᵀ dQ̃ (dU loaded first, while dQW and dM are formed)
+    du.each([&](int r, int cc, float& x) { x = sc.du[(head_row + r) * DP + cc]; });
     TileSS t;  // dQW = tril_incl(−dS Mᵀ − dQ̃ Uᵀ)
     t.zero();
     mma(t, S, -1.f, s3, LS, 1, s5, 1, LS);
     mma(t, DP, -1.f, b1, LB, 1, u, 1, LB);
-    t.each([&](int r, int cc, float& x) { s0[r * LS + cc] = cc <= r ? x : 0.f; });
+    t.each([&](int r, int cc, float& x) { s0[r * LS + cc] = cc <= r ? tf32_operand<TC>(x) : 0.f; });
     t.zero();  // dM = −QWᵀ dS − W dK̃ᵀ
     mma(t, S, -1.f, s2, 1, LS, s3, LS, 1);
     mma(t, DP, -1.f, w, LB, 1, b2, 1, LB);
-    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = x; });
-    TileSD du;  // dU_tot = dU − QWᵀ dQ̃
-    du.each([&](int r, int cc, float& x) { x = sc.du[(head_row + r) * DP + cc]; });
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = tf32_operand<TC>(x); });
     mma(du, S, -1.f, s2, 1, LS, b1, LB, 1);
     __syncthreads();  // U was read above
-    du.each([&](int r, int cc, float& x) { u[r * LB + cc] = x; });
+    du.each([&](int r, int cc, float& x) { u[r * LB + cc] = tf32_operand<TC>(x); });
   }
   __syncthreads();
   {
     TileSS t;  // dE = strictLower(Tmᵀ dM)
     t.zero();
     mma(t, S, 1.f, s4, 1, LS, s6, LS, 1);
-    t.each([&](int r, int cc, float& x) { s2[r * LS + cc] = cc < r ? x : 0.f; });
+    t.each([&](int r, int cc, float& x) { s2[r * LS + cc] = cc < r ? tf32_operand<TC>(x) : 0.f; });
     t.zero();  // dTm = (dU_tot Wᵀ) diag(β) + dM Eᵀ
     mma(t, DP, 1.f, u, LB, 1, w, 1, LB);
     t.each([&](int, int cc, float& x) { x *= beta[cc]; });
     mma(t, S, 1.f, s6, LS, 1, s1, 1, LS);
     __syncthreads();  // dM and E were read above
-    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = x; });
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = tf32_operand<TC>(x); });
     __syncthreads();
     t.zero();  // Tmᵀ dTm
     mma(t, S, 1.f, s4, 1, LS, s6, LS, 1);
-    t.each([&](int r, int cc, float& x) { s1[r * LS + cc] = x; });
+    t.each([&](int r, int cc, float& x) { s1[r * LS + cc] = tf32_operand<TC>(x); });
     __syncthreads();
     t.zero();  // dA = strictLower(−(Tmᵀ dTm) Tmᵀ)
     mma(t, S, -1.f, s1, LS, 1, s4, 1, LS);
-    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = cc < r ? x : 0.f; });
+    t.each([&](int r, int cc, float& x) { s6[r * LS + cc] = cc < r ? tf32_operand<TC>(x) : 0.f; });
   }
   __syncthreads();
   {
+    // Loaded first, while dWb is formed: dW_scan, and dQ̃, dK̃ in fp32 (b1, b2 hold them as TF32
+    // operands), the starts of dw, dq, dk.
+    TileSD dw_scan, t_dq, t_dk;
+    dw_scan.each([&](int r, int cc, float& x) { x = sc.dw_scan[(head_row + r) * DP + cc]; });
+    t_dq.each([&](int r, int cc, float& x) { x = sc.dq_hat[(head_row + r) * DP + cc]; });
+    t_dk.each([&](int r, int cc, float& x) { x = sc.dk_hat[(head_row + r) * DP + cc]; });
     TileSD dwb;  // dWb = Tmᵀ dU_tot + dE K + dA W
     dwb.zero();
     mma(dwb, S, 1.f, s4, 1, LS, u, LB, 1);
@@ -798,19 +821,18 @@ __global__ void __launch_bounds__(kUtThreads<S, TC>)
     mma(t, S, 1.f, s0, 1, LS, q, LB, 1);
     mma(t, S, -1.f, s5, LS, 1, b2, LB, 1);
     mma<true>(t, S, 1.f, s6, 1, LS, w, LB, 1, beta);
+    t.add(dw_scan);
     t.each([&](int r, int cc, float& x) {
-      if (r < nv && cc < d.D) dw[in_off + r * stride + cc] = sc.dw_scan[(head_row + r) * DP + cc] + x;
+      if (r < nv && cc < d.D) dw[in_off + r * stride + cc] = x;
     });
-    t.each([&](int r, int cc, float& x) { x = b1[r * LB + cc]; });  // dq = dQ̃ + dS K + dQW W
-    mma(t, S, 1.f, s3, LS, 1, k, LB, 1);
-    mma(t, S, 1.f, s0, LS, 1, w, LB, 1);
-    t.each([&](int r, int cc, float& x) {
+    mma(t_dq, S, 1.f, s3, LS, 1, k, LB, 1);  // dq = dQ̃ + dS K + dQW W
+    mma(t_dq, S, 1.f, s0, LS, 1, w, LB, 1);
+    t_dq.each([&](int r, int cc, float& x) {
       if (r < nv && cc < d.D) store(&dq[in_off + r * stride + cc], x);
     });
-    t.each([&](int r, int cc, float& x) { x = b2[r * LB + cc]; });  // dk = dK̃ + dSᵀ Q + dEᵀ diag(β) W
-    mma(t, S, 1.f, s3, 1, LS, q, LB, 1);
-    mma<true>(t, S, 1.f, s2, 1, LS, w, LB, 1, beta);
-    t.each([&](int r, int cc, float& x) {
+    mma(t_dk, S, 1.f, s3, 1, LS, q, LB, 1);  // dk = dK̃ + dSᵀ Q + dEᵀ diag(β) W
+    mma<true>(t_dk, S, 1.f, s2, 1, LS, w, LB, 1, beta);
+    t_dk.each([&](int r, int cc, float& x) {
       if (r < nv && cc < d.D) store(&dk[in_off + r * stride + cc], x);
     });
   }
@@ -835,9 +857,9 @@ __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Input
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int64_t head_row = int64_t(bh) * d.Tp + a0;
-  load_rows<S, DP>(w, LB, in.w + d.in_row(b, a0, h) * d.D, int64_t(d.H) * d.D, nv, d.D);
-  load_rows<S, DP>(u, LB, sc.u + head_row * DP, DP, S, DP);
-  load_rows<DP, DP>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
+  load_rows<S, DP, kThreads, true>(w, LB, in.w + d.in_row(b, a0, h) * d.D, int64_t(d.H) * d.D, nv, d.D);
+  load_rows<S, DP, kThreads, true>(u, LB, sc.u + head_row * DP, DP, S, DP);
+  load_rows<DP, DP, kThreads, true>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
   __syncthreads();
   TcTile<S, DP> t;
   t.zero();

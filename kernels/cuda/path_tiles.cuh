@@ -6,11 +6,14 @@
 //                  which the first WM × WN hold the tile (the rest, if any, none), warp
 //                  (wm, wn) rows 16 wm … 16 wm + 15 and FN n-tiles of 8 columns from wn·N/WN, in
 //                  the C-fragment layout of mma.cuh (lane 4g + t: rows g, g + 8, columns 2t,
-//                  2t + 1). Operands are rounded to TF32 (10-bit mantissa, cvt.rna), finer than
-//                  the bf16 they feed; the bf16 PaTH path uses it.
+//                  2t + 1). Its operands are TF32 values (10-bit mantissa, finer than the bf16
+//                  they feed) that the kernel stored rounded, tf32_operand<TC>(x), so mma reads
+//                  them as they are; only the KScale products round A(m, k)·ks[k] here. The bf16
+//                  PaTH path uses it.
 // mma(c, K, α, a, am, ak, b, bk, bn[, ks]) adds α·A B over k < K (a multiple of 8), with
 // A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] in shared memory (and A(m, k) also times
-// ks[k] with KScale). each(f) calls f(row, col, element&) for the thread's elements;
+// ks[k] with KScale). each(f) calls f(row, col, element&) for the thread's elements; add(o) adds
+// another tile of the type elementwise;
 // add_row_sums / add_col_sums atomically add the tile's row / column sums into shared arrays.
 // Bank conflicts: Tile reads rows and columns of arrays with odd strides conflict-free; TcTile's
 // fragment loads are at most 2-way with strides ≡ 4 (mod 32). kPad<TC> gives that padding.
@@ -45,6 +48,12 @@ struct Tile {
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) f(tile_ty() + 16 * i, tile_tx() + 16 * j, v[i][j]);
+  }
+  __device__ __forceinline__ void add(const Tile& o) {  // elementwise, same layout
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) v[i][j] += o.v[i][j];
   }
   // dst[r] += Σ_c v(r, c): a half-warp holds a whole row, so one add per row (deterministic).
   __device__ __forceinline__ void add_row_sums(float* dst) const {
@@ -114,6 +123,12 @@ struct TcTile {
 #pragma unroll
       for (int e = 0; e < 4; ++e) f(row0() + g + 8 * (e >> 1), col0() + 8 * j + 2 * t + (e & 1), v[j][e]);
   }
+  __device__ __forceinline__ void add(const TcTile& o) {  // elementwise, same layout
+#pragma unroll
+    for (int j = 0; j < FN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[j][e] += o.v[j][e];
+  }
   // dst[r] += Σ_c v(r, c): the 4 lanes of a row, then one add per warp and row (WN adds per row).
   __device__ __forceinline__ void add_row_sums(float* dst) const {
     if (!holds()) return;
@@ -145,14 +160,21 @@ struct TcTile {
   }
 };
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-  uint32_t y;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(x));
-  return y;
+// x rounded to TF32 as cvt.rna.tf32.f32 does (nearest, ties away from zero: + half an ulp of the
+// 10-bit mantissa, then the low 13 bits cleared), as a float: what a TC kernel stores in shared
+// memory for TcTile's products. Rounding once per stored value, not once per fragment load, keeps
+// the mma loops at loads and HMMA (cvt.rna alone was two instructions per operand element on sm_90:
+// a range test and an add). Plain fp32 kernels (TC = false) store x itself.
+template <bool TC>
+__device__ __forceinline__ float tf32_operand(float x) {
+  if constexpr (TC) return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
+  else return x;
 }
+__device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 
 // One warp per 16 × NW block of c; per 8-wide k step an A fragment (rows g, g + 8; k = t, t + 4)
-// and FN B fragments (k = t, t + 4; column g of each n-tile), then FN mma.sync m16n8k8.
+// and FN B fragments (k = t, t + 4; column g of each n-tile), then FN mma.sync m16n8k8. α is ±1
+// (exact on TF32 values), or with KScale any: α·ks[k]·A(m, k) is rounded to TF32 here.
 template <bool KScale = false, int M, int N, int NW>
 __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, const float* a, int am,
                                     int ak, const float* b, int bk, int bn,
@@ -166,12 +188,13 @@ __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, con
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float s0 = KScale ? alpha * ks[k0 + t] : alpha, s1 = KScale ? alpha * ks[k0 + t + 4] : alpha;
     const float* ak0 = ap + k0 * ak;
-    const uint32_t a0 = to_tf32(s0 * ak0[0]), a1 = to_tf32(s0 * ak0[8 * am]);
-    const uint32_t a2 = to_tf32(s1 * ak0[4 * ak]), a3 = to_tf32(s1 * ak0[8 * am + 4 * ak]);
+    const auto A = [&](float s, float x) { return bits(KScale ? tf32_operand<true>(s * x) : s * x); };
+    const uint32_t a0 = A(s0, ak0[0]), a1 = A(s0, ak0[8 * am]);
+    const uint32_t a2 = A(s1, ak0[4 * ak]), a3 = A(s1, ak0[8 * am + 4 * ak]);
 #pragma unroll
     for (int j = 0; j < Tc::FN; ++j) {
       const float* bj = bp + k0 * bk + 8 * j * bn;
-      const uint32_t b0 = to_tf32(bj[0]), b1 = to_tf32(bj[4 * bk]);
+      const uint32_t b0 = bits(bj[0]), b1 = bits(bj[4 * bk]);
       float(&d)[4] = c.v[j];
       asm volatile(
           "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
