@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -672,12 +673,12 @@ constexpr int ut_backward_smem_floats() {
   return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kUtThreads<S, TC>)
+template <int S, int DP, bool TC, int NT = kUtThreads<S, TC>>
+__global__ void __launch_bounds__(NT)
     path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
                             Elem<TC>* dq, Elem<TC>* dk, Elem<TC>* dv, float* dw, float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NT = kUtThreads<S, TC>, NW = NT / 32;
+  constexpr int NW = NT / 32;
   using TileSS = TileOf<S, S, TC, NW>;
   using TileSD = TileOf<S, DP, TC, NW>;
   extern __shared__ __align__(16) float smem[];
@@ -1004,9 +1005,15 @@ void backward_end(const Dims& d, const InputsOf<TC>& in, const Scratch& sc, Elem
   }
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
+  if (kUtThreads<S, TC> == 512 && getenv("PB_AB_UT256")) {  // TEMPORARY A/B
+    set_smem(path_ut_backward_kernel<S, DP, TC, 256>, ut_bytes);
+    path_ut_backward_kernel<S, DP, TC, 256><<<dim3(d.n_blocks, d.B * d.H), 256, ut_bytes, stream()>>>(
+        d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
+  } else {
   set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
   path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kUtThreads<S, TC>, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
+  }
   PB_LAUNCH_CHECK();
 
   if (dlog_f) {
