@@ -35,7 +35,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -115,12 +114,6 @@ struct Dims {
 template <int S, int DP, bool TC>
 constexpr bool kCForm = TC && path::c_form(S, DP);
 
-// Threads of the UT-backward CTAs: 512 (16 warps, still one CTA per SM by shared memory) on
-// tensor cores with S = 64, else 256 (Tile's 16 × 16 threads; TcTile at S = 32). Measured at
-// B = 8, T = 4096, D = 64: 4.87 → 4.19 ms; prep ran slower with 512 (2.93 → 3.38 ms for two
-// launches) and keeps 256.
-template <int S, bool TC>
-constexpr int kUtThreads = TC && S == 64 ? 512 : kThreads;
 
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
@@ -673,12 +666,14 @@ constexpr int ut_backward_smem_floats() {
   return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
 }
 
-template <int S, int DP, bool TC, int NT = kUtThreads<S, TC>>
-__global__ void __launch_bounds__(NT)
+// 256 threads (8 warps; one CTA per SM by shared memory at <64, 64>): 2.3% faster than 512 at
+// B = 8, T = 4096, D = 64 once TF32 operands were stored rounded (v9; 512 had been the faster before).
+template <int S, int DP, bool TC>
+__global__ void __launch_bounds__(kThreads)
     path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
                             Elem<TC>* dq, Elem<TC>* dk, Elem<TC>* dv, float* dw, float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NW = NT / 32;
+  constexpr int NT = kThreads, NW = NT / 32;
   using TileSS = TileOf<S, S, TC, NW>;
   using TileSD = TileOf<S, DP, TC, NW>;
   extern __shared__ __align__(16) float smem[];
@@ -1005,15 +1000,9 @@ void backward_end(const Dims& d, const InputsOf<TC>& in, const Scratch& sc, Elem
   }
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  if (kUtThreads<S, TC> == 512 && getenv("PB_AB_UT256")) {  // TEMPORARY A/B
-    set_smem(path_ut_backward_kernel<S, DP, TC, 256>, ut_bytes);
-    path_ut_backward_kernel<S, DP, TC, 256><<<dim3(d.n_blocks, d.B * d.H), 256, ut_bytes, stream()>>>(
-        d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
-  } else {
   set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
-  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kUtThreads<S, TC>, ut_bytes, stream()>>>(
+  path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
-  }
   PB_LAUNCH_CHECK();
 
   if (dlog_f) {
