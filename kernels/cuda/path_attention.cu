@@ -114,7 +114,6 @@ struct Dims {
 template <int S, int DP, bool TC>
 constexpr bool kCForm = TC && path::c_form(S, DP);
 
-
 // The per-(b, h) scratch quantities, rows padded to Tp: (B·H, Tp, DP) and (B·H, Tp).
 struct Scratch {
   double* g;       // (B·H, Tp): G_t = Σ_{u≤t} log_f_u, 0 without a gate
