@@ -826,8 +826,8 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
           atomicAdd(reinterpret_cast<float4*>(dst + 8 * j), make_float4(sign * v.x, sign * v.y, sign * v.z, sign * v.w));
         }
       }
-    if (a.gated)
-      for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_s(n)[c]), col_s(n)[c] = 0.f;
+      if (a.gated)
+        for (int c = threadIdx.x; c < S; c += NT) atomicAdd(&acc.dg[r0 + c], -col_s(n)[c]), col_s(n)[c] = 0.f;
     };
     if (a.gated)
       for (int c = threadIdx.x; c < NB * S; c += NT) col_s(0)[c] = 0.f;
