@@ -16,7 +16,8 @@
 // another tile of the type elementwise;
 // add_row_sums / add_col_sums atomically add the tile's row / column sums into shared arrays.
 // Bank conflicts: Tile reads rows and columns of arrays with odd strides conflict-free; TcTile's
-// fragment loads are at most 2-way with strides ≡ 4 (mod 32). kPad<TC> gives that padding.
+// fragment loads are at most 2-way with strides ≡ 4 (mod 32), and mma picks per product the k order
+// with fewer conflicts (see there). kPad<TC> gives that padding.
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -172,9 +173,13 @@ __device__ __forceinline__ float tf32_operand(float x) {
 }
 __device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 
-// One warp per 16 × NW block of c; per 8-wide k step an A fragment (rows g, g + 8; k = t, t + 4)
-// and FN B fragments (k = t, t + 4; column g of each n-tile), then FN mma.sync m16n8k8. α is ±1
+// One warp per 16 × NW block of c; per 8-wide k step an A fragment (rows g, g + 8; k = k_lo, k_hi)
+// and FN B fragments (k = k_lo, k_hi; column g of each n-tile), then FN mma.sync m16n8k8. α is ±1
 // (exact on TF32 values), or with KScale any: α·ks[k]·A(m, k) is rounded to TF32 here.
+// The 8 k of a step may go to the lanes in any order A and B share (it permutes the sum). With
+// strides ≡ 4 (mod 32), lane (g, t) reading k = t, t + 4 is conflict-free for a k-contiguous
+// operand (ak = 1, bk = 1) and 2-way for a k-strided one; k = 2t, 2t + 1 is the reverse. Each
+// product takes the order with fewer shared-memory wavefronts per step (A: 4 loads, B: 2·FN).
 template <bool KScale = false, int M, int N, int NW>
 __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, const float* a, int am,
                                     int ak, const float* b, int bk, int bn,
@@ -182,19 +187,23 @@ __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, con
   using Tc = TcTile<M, N, NW>;
   if (!Tc::holds()) return;
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const float* ap = a + (Tc::row0() + g) * am + t * ak;
-  const float* bp = b + t * bk + (Tc::col0() + g) * bn;
+  const bool paired = (ak != 1 ? 4 : 8) + (bk != 1 ? 2 : 4) * Tc::FN <
+                      (ak != 1 ? 8 : 4) + (bk != 1 ? 4 : 2) * Tc::FN;
+  const int k_lo = paired ? 2 * t : t, dk = paired ? 1 : 4;  // k_hi = k_lo + dk
+  const float* ap = a + (Tc::row0() + g) * am + k_lo * ak;
+  const float* bp = b + k_lo * bk + (Tc::col0() + g) * bn;
 #pragma unroll 2
   for (int k0 = 0; k0 < K; k0 += 8) {
-    const float s0 = KScale ? alpha * ks[k0 + t] : alpha, s1 = KScale ? alpha * ks[k0 + t + 4] : alpha;
+    const float s0 = KScale ? alpha * ks[k0 + k_lo] : alpha;
+    const float s1 = KScale ? alpha * ks[k0 + k_lo + dk] : alpha;
     const float* ak0 = ap + k0 * ak;
     const auto A = [&](float s, float x) { return bits(KScale ? tf32_operand<true>(s * x) : s * x); };
     const uint32_t a0 = A(s0, ak0[0]), a1 = A(s0, ak0[8 * am]);
-    const uint32_t a2 = A(s1, ak0[4 * ak]), a3 = A(s1, ak0[8 * am + 4 * ak]);
+    const uint32_t a2 = A(s1, ak0[dk * ak]), a3 = A(s1, ak0[8 * am + dk * ak]);
 #pragma unroll
     for (int j = 0; j < Tc::FN; ++j) {
       const float* bj = bp + k0 * bk + 8 * j * bn;
-      const uint32_t b0 = bits(bj[0]), b1 = bits(bj[4 * bk]);
+      const uint32_t b0 = bits(bj[0]), b1 = bits(bj[dk * bk]);
       float(&d)[4] = c.v[j];
       asm volatile(
           "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
