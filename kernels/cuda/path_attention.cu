@@ -46,55 +46,76 @@
 namespace pb::cuda {
 namespace {
 
-// dst (ROWS × COLS fp32, row stride ld) ← src rows (row stride `stride`); zero at rows ≥ n_rows or
-// columns ≥ n_cols (src is not read there). NT is the CTA's threads: a constant stride lets the
-// compiler unroll the loop as far as registers allow (a runtime stride cost prep 61% and the UT
-// backward 63% at D = 128; a forced full unroll spills). With TC (the bf16 path: src rows, dst and
-// ld 16-byte aligned, n_cols a multiple of 4) 16-byte loads, rounded to TF32 (tf32_operand): one
-// scalar load per element then rounded kept fewer loads in flight (prep 0.57 → 0.67 ms at D = 128).
-template <int ROWS, int COLS, int NT = kThreads, bool TC = false>
-__device__ __forceinline__ void load_rows(float* dst, int ld, const float* src, int64_t stride,
-                                          int n_rows, int n_cols) {
-  if constexpr (TC) {
-    constexpr int kChunks = COLS / 4;
-    static_assert(COLS % 4 == 0, "whole 16-byte chunks");
-    for (int e = threadIdx.x; e < ROWS * kChunks; e += NT) {
-      const int r = e / kChunks, c = (e - r * kChunks) * 4;
-      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r < n_rows && c < n_cols) v = *reinterpret_cast<const float4*>(src + r * stride + c);
-      *reinterpret_cast<float4*>(dst + r * ld + c) = make_float4(
-          tf32_operand<true>(v.x), tf32_operand<true>(v.y), tf32_operand<true>(v.z), tf32_operand<true>(v.w));
+// A block of rows on its way to shared memory: fetch(src, stride, n_rows, n_cols), then
+// put(dst, ld): dst (ROWS × COLS fp32, row stride ld) ← src rows (row stride `stride`), zero at
+// rows ≥ n_rows or columns ≥ n_cols (src is not read there). NT is the CTA's threads.
+// Under TC (the bf16 path: src rows, dst and ld 16-byte aligned, n_cols a multiple of the chunk)
+// fetch issues the thread's 16-byte loads into registers, and put stores them widened (bf16: exact,
+// TF32 values already) or rounded to TF32 (fp32, tf32_operand). A kernel fetches all its blocks
+// before it puts any, so their loads are in flight together: one memory latency, not one per block
+// (v10). Scalar loads rounded one by one kept fewer loads in flight (prep 0.57 → 0.67 ms at D = 128).
+template <int ROWS, int COLS, int NT, bool TC, class T>
+struct RowsIn {
+  static constexpr int kW = 16 / int(sizeof(T)), kPerRow = COLS / kW, kAll = ROWS * kPerRow;
+  static constexpr int kN = (kAll + NT - 1) / NT;  // chunks per thread
+  static_assert(COLS % kW == 0, "whole 16-byte chunks");
+  uint4 v[kN];
+
+  __device__ __forceinline__ void fetch(const T* src, int64_t stride, int n_rows, int n_cols) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int e = threadIdx.x + i * NT, r = e / kPerRow, c = (e - r * kPerRow) * kW;
+      v[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (e < kAll && r < n_rows && c < n_cols) v[i] = *reinterpret_cast<const uint4*>(src + r * stride + c);
     }
-  } else {
+  }
+  __device__ __forceinline__ void put(float* dst, int ld) const {
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      const int e = threadIdx.x + i * NT, r = e / kPerRow, c = (e - r * kPerRow) * kW;
+      if (e >= kAll) break;
+      float4* out = reinterpret_cast<float4*>(dst + r * ld + c);
+      if constexpr (sizeof(T) == 4) {
+        const float4 f = *reinterpret_cast<const float4*>(&v[i]);
+        out[0] = make_float4(tf32_operand<true>(f.x), tf32_operand<true>(f.y), tf32_operand<true>(f.z),
+                             tf32_operand<true>(f.w));
+      } else {
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[i]);
+        const float2 f0 = __bfloat1622float2(h[0]), f1 = __bfloat1622float2(h[1]);
+        const float2 f2 = __bfloat1622float2(h[2]), f3 = __bfloat1622float2(h[3]);
+        out[0] = make_float4(f0.x, f0.y, f1.x, f1.y);
+        out[1] = make_float4(f2.x, f2.y, f3.x, f3.y);
+      }
+    }
+  }
+};
+// Plain fp32 (any D, no alignment): fetch records the source and put copies element by element, as
+// the fp32 kernels' registers are spoken for. A constant NT lets the compiler unroll the loop as far
+// as registers allow (a runtime stride cost prep 61% and the UT backward 63% at D = 128; a forced
+// full unroll spills).
+template <int ROWS, int COLS, int NT>
+struct RowsIn<ROWS, COLS, NT, false, float> {
+  const float* src;
+  int64_t stride;
+  int n_rows, n_cols;
+
+  __device__ __forceinline__ void fetch(const float* s, int64_t st, int nr, int nc) {
+    src = s, stride = st, n_rows = nr, n_cols = nc;
+  }
+  __device__ __forceinline__ void put(float* dst, int ld) const {
     for (int e = threadIdx.x; e < ROWS * COLS; e += NT) {
       const int r = e / COLS, c = e - r * COLS;
       dst[r * ld + c] = (r < n_rows && c < n_cols) ? src[r * stride + c] : 0.f;
     }
   }
-}
-// The same from bf16 rows, widened to fp32 (exact, and TF32 values already), 8 elements (one
-// 16-byte load, two float4 stores) per thread and pass: src rows, dst and ld must be 16-byte
-// aligned and n_cols a multiple of 8, as in the bf16 path (D = DP ∈ {32, 64, 128}).
-template <int ROWS, int COLS, int NT = kThreads, bool TC = true>
-__device__ __forceinline__ void load_rows(float* dst, int ld, const __nv_bfloat16* src, int64_t stride,
-                                          int n_rows, int n_cols) {
-  constexpr int kChunks = COLS / 8;
-  static_assert(COLS % 8 == 0, "whole 16-byte chunks");
-  for (int e = threadIdx.x; e < ROWS * kChunks; e += NT) {
-    const int r = e / kChunks, c = (e - r * kChunks) * 8;
-    float x[8] = {};
-    if (r < n_rows && c < n_cols) {
-      const uint4 v = *reinterpret_cast<const uint4*>(src + r * stride + c);
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        x[2 * i] = f.x, x[2 * i + 1] = f.y;
-      }
-    }
-    *reinterpret_cast<float4*>(dst + r * ld + c) = make_float4(x[0], x[1], x[2], x[3]);
-    *reinterpret_cast<float4*>(dst + r * ld + c + 4) = make_float4(x[4], x[5], x[6], x[7]);
-  }
+};
+// One block: fetch, then put.
+template <int ROWS, int COLS, int NT = kThreads, bool TC = false, class T>
+__device__ __forceinline__ void load_rows(float* dst, int ld, const T* src, int64_t stride, int n_rows,
+                                          int n_cols) {
+  RowsIn<ROWS, COLS, NT, TC, T> in;
+  in.fetch(src, stride, n_rows, n_cols);
+  in.put(dst, ld);
 }
 
 // fp32 results to global fp32 or bf16 (rounded to nearest).
@@ -272,10 +293,15 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf
   }
 
   const int64_t stride = int64_t(d.H) * d.D, off = d.in_row(b, a0, h) * d.D;
-  load_rows<S, DP, NT, TC>(q, LB, in.q + off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(k, LB, in.k + off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(w, LB, in.w + off, stride, nv, d.D);
+  RowsIn<S, DP, NT, TC, Elem<TC>> q_in, k_in;
+  RowsIn<S, DP, NT, TC, float> w_in;
+  q_in.fetch(in.q + off, stride, nv, d.D);
+  k_in.fetch(in.k + off, stride, nv, d.D);
+  w_in.fetch(in.w + off, stride, nv, d.D);
   if (tid < S) beta[tid] = tid < nv ? in.beta[d.in_row(b, a0 + tid, h)] : 0.f;
+  q_in.put(q, LB);
+  k_in.put(k, LB);
+  w_in.put(w, LB);
   __syncthreads();
   ut_solve<S, DP, TC, false, NT>(k, w, beta, a, e, nullptr, u, m);
   {
@@ -704,11 +730,20 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t head_row = int64_t(bh) * d.Tp + a0, stride = int64_t(d.H) * d.D;
   const int64_t in_off = d.in_row(b, a0, h) * d.D;
 
-  load_rows<S, DP, NT, TC>(q, LB, in.q + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(k, LB, in.k + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(w, LB, in.w + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(b1, LB, in.v + in_off, stride, nv, d.D);
-  load_rows<S, DP, NT, TC>(b2, LB, dout + in_off, stride, nv, d.D);
+  {
+    RowsIn<S, DP, NT, TC, Elem<TC>> q_in, k_in, v_in, do_in;
+    RowsIn<S, DP, NT, TC, float> w_in;
+    q_in.fetch(in.q + in_off, stride, nv, d.D);
+    k_in.fetch(in.k + in_off, stride, nv, d.D);
+    w_in.fetch(in.w + in_off, stride, nv, d.D);
+    v_in.fetch(in.v + in_off, stride, nv, d.D);
+    do_in.fetch(dout + in_off, stride, nv, d.D);
+    q_in.put(q, LB);
+    k_in.put(k, LB);
+    w_in.put(w, LB);
+    v_in.put(b1, LB);
+    do_in.put(b2, LB);
+  }
   if (tid < S) {
     const bool ok = tid < nv;
     gq[tid] = sc.g[head_row + tid];
@@ -753,6 +788,9 @@ __global__ void __launch_bounds__(kThreads)
     dp.add_col_sums(col_sum);
   }
   __syncthreads();
+  RowsIn<S, DP, NT, TC, float> dq_in, dk_in;  // dQ̃, dK̃ (into b1, b2 once V and dout are read)
+  dq_in.fetch(sc.dq_hat + head_row * DP, DP, S, DP);
+  dk_in.fetch(sc.dk_hat + head_row * DP, DP, S, DP);
   {  // dv = dV (off-diagonal, loaded while the product runs) + Pᵀ dout;
      // dG_i += Σ_j dS_ij − Σ_i' dS_i'i (diagonal block)
     TileSD t, dv_off;
@@ -769,8 +807,8 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   __syncthreads();
-  load_rows<S, DP, NT, TC>(b1, LB, sc.dq_hat + head_row * DP, DP, S, DP);
-  load_rows<S, DP, NT, TC>(b2, LB, sc.dk_hat + head_row * DP, DP, S, DP);
+  dq_in.put(b1, LB);
+  dk_in.put(b2, LB);
   __syncthreads();
   {
     TileSD du;  // dU_tot = dU − QWᵀ dQ̃ (dU loaded first, while dQW and dM are formed)
@@ -866,9 +904,14 @@ __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Input
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int64_t head_row = int64_t(bh) * d.Tp + a0;
-  load_rows<S, DP, kThreads, true>(w, LB, in.w + d.in_row(b, a0, h) * d.D, int64_t(d.H) * d.D, nv, d.D);
-  load_rows<S, DP, kThreads, true>(u, LB, sc.u + head_row * DP, DP, S, DP);
-  load_rows<DP, DP, kThreads, true>(dc, LB, sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
+  RowsIn<S, DP, kThreads, true, float> w_in, u_in;
+  RowsIn<DP, DP, kThreads, true, float> dc_in;
+  w_in.fetch(in.w + d.in_row(b, a0, h) * d.D, int64_t(d.H) * d.D, nv, d.D);
+  u_in.fetch(sc.u + head_row * DP, DP, S, DP);
+  dc_in.fetch(sc.dc + (int64_t(bh) * d.n_blocks + c) * DP * DP, DP, DP, DP);
+  w_in.put(w, LB);
+  u_in.put(u, LB);
+  dc_in.put(dc, LB);
   __syncthreads();
   TcTile<S, DP> t;
   t.zero();

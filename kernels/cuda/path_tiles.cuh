@@ -192,7 +192,11 @@ __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, con
   const int k_lo = paired ? 2 * t : t, dk = paired ? 1 : 4;  // k_hi = k_lo + dk
   const float* ap = a + (Tc::row0() + g) * am + k_lo * ak;
   const float* bp = b + k_lo * bk + (Tc::col0() + g) * bn;
+#ifdef PB_AB_UNROLL2  // temporary A/B (v10), removed after the measurement
 #pragma unroll 2
+#else
+#pragma unroll
+#endif
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float s0 = KScale ? alpha * ks[k0 + k_lo] : alpha;
     const float s1 = KScale ? alpha * ks[k0 + k_lo + dk] : alpha;
