@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -693,14 +694,17 @@ constexpr int ut_backward_smem_floats() {
 
 // 256 threads (8 warps; one CTA per SM by shared memory at <64, 64>): 2.3% faster than 512 at
 // B = 8, T = 4096, D = 64 once TF32 operands were stored rounded (v9; 512 had been the faster before).
-template <int S, int DP, bool TC>
-__global__ void __launch_bounds__(kThreads)
+template <int S, int DP, bool TC, int NT = kThreads>
+__global__ void __launch_bounds__(NT)
     path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
                             Elem<TC>* dq, Elem<TC>* dk, Elem<TC>* dv, float* dw, float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NT = kThreads, NW = NT / 32;
-  using TileSS = TileOf<S, S, TC, NW>;
-  using TileSD = TileOf<S, DP, TC, NW>;
+  constexpr int NW = NT / 32;
+  // k loops unrolled fully at D = 128 (1.57 → 1.41 ms at B = 4, T = 4096); at D = 64 that costs
+  // 2.37 → 2.88 ms at B = 8, T = 4096 (v10), so there it stays 2.
+  constexpr int KU = DP > 64 ? 16 : 2;
+  using TileSS = TileOf<S, S, TC, NW, KU>;
+  using TileSD = TileOf<S, DP, TC, NW, KU>;
   extern __shared__ __align__(16) float smem[];
   double* gq = reinterpret_cast<double*>(smem);  // (S)
   float* beta = smem + 2 * S;                    // (S)
@@ -1042,9 +1046,15 @@ void backward_end(const Dims& d, const InputsOf<TC>& in, const Scratch& sc, Elem
   }
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
+  if (TC && getenv("PB_AB_UT512")) {  // TEMPORARY A/B (v10), removed after the measurement
+    set_smem(path_ut_backward_kernel<S, DP, TC, TC ? 512 : 256>, ut_bytes);
+    path_ut_backward_kernel<S, DP, TC, TC ? 512 : 256><<<dim3(d.n_blocks, d.B * d.H), TC ? 512 : 256, ut_bytes, stream()>>>(
+        d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
+  } else {
   set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
   path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
+  }
   PB_LAUNCH_CHECK();
 
   if (dlog_f) {

@@ -2,14 +2,14 @@
 // the 256 threads of a CTA, with one interface for two kinds of arithmetic.
 //   Tile<M, N>     plain fp32 FFMA: the 16 × 16 threads each hold the elements
 //                  (ty + 16 i, tx + 16 j), ty = tid / 16, tx = tid % 16.
-//   TcTile<M, N, NW>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): NW warps, of
-//                  which the first WM × WN hold the tile (the rest, if any, none), warp
+//   TcTile<M, N, NW[, KU]>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): NW warps,
+//                  of which the first WM × WN hold the tile (the rest, if any, none), warp
 //                  (wm, wn) rows 16 wm … 16 wm + 15 and FN n-tiles of 8 columns from wn·N/WN, in
 //                  the C-fragment layout of mma.cuh (lane 4g + t: rows g, g + 8, columns 2t,
 //                  2t + 1). Its operands are TF32 values (10-bit mantissa, finer than the bf16
 //                  they feed) that the kernel stored rounded, tf32_operand<TC>(x), so mma reads
-//                  them as they are; only the KScale products round A(m, k)·ks[k] here. The bf16
-//                  PaTH path uses it.
+//                  them as they are; only the KScale products round A(m, k)·ks[k] here. Its mma
+//                  unrolls KU k-steps (default 2). The bf16 PaTH path uses it.
 // mma(c, K, α, a, am, ak, b, bk, bn[, ks]) adds α·A B over k < K (a multiple of 8), with
 // A(m, k) = a[m·am + k·ak], B(k, n) = b[k·bk + n·bn] in shared memory (and A(m, k) also times
 // ks[k] with KScale). each(f) calls f(row, col, element&) for the thread's elements; add(o) adds
@@ -99,7 +99,7 @@ __device__ __forceinline__ void mma(Tile<M, N>& c, int K, float alpha, const flo
   }
 }
 
-template <int M, int N, int NW = kThreads / 32>
+template <int M, int N, int NW = kThreads / 32, int KU = 2>
 struct TcTile {
   static constexpr int WM = M / 16 < NW ? M / 16 : NW;                     // warps along rows
   static constexpr int WN = NW / WM < N / 8 ? NW / WM : N / 8;             // and along columns
@@ -180,11 +180,11 @@ __device__ __forceinline__ uint32_t bits(float x) { return __float_as_uint(x); }
 // strides ≡ 4 (mod 32), lane (g, t) reading k = t, t + 4 is conflict-free for a k-contiguous
 // operand (ak = 1, bk = 1) and 2-way for a k-strided one; k = 2t, 2t + 1 is the reverse. Each
 // product takes the order with fewer shared-memory wavefronts per step (A: 4 loads, B: 2·FN).
-template <bool KScale = false, int M, int N, int NW>
-__device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, const float* a, int am,
+template <bool KScale = false, int M, int N, int NW, int KU>
+__device__ __forceinline__ void mma(TcTile<M, N, NW, KU>& c, int K, float alpha, const float* a, int am,
                                     int ak, const float* b, int bk, int bn,
                                     const float* ks = nullptr) {
-  using Tc = TcTile<M, N, NW>;
+  using Tc = TcTile<M, N, NW, KU>;
   if (!Tc::holds()) return;
   const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const bool paired = (ak != 1 ? 4 : 8) + (bk != 1 ? 2 : 4) * Tc::FN <
@@ -192,11 +192,7 @@ __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, con
   const int k_lo = paired ? 2 * t : t, dk = paired ? 1 : 4;  // k_hi = k_lo + dk
   const float* ap = a + (Tc::row0() + g) * am + k_lo * ak;
   const float* bp = b + k_lo * bk + (Tc::col0() + g) * bn;
-#ifdef PB_AB_UNROLL2  // temporary A/B (v10), removed after the measurement
-#pragma unroll 2
-#else
-#pragma unroll
-#endif
+#pragma unroll KU
   for (int k0 = 0; k0 < K; k0 += 8) {
     const float s0 = KScale ? alpha * ks[k0 + k_lo] : alpha;
     const float s1 = KScale ? alpha * ks[k0 + k_lo + dk] : alpha;
@@ -220,8 +216,8 @@ __device__ __forceinline__ void mma(TcTile<M, N, NW>& c, int K, float alpha, con
 
 // The tile of a kernel instantiated for TF32 tensor cores (TC, NW warps) or plain fp32 (8 warps),
 // and the row padding of its shared arrays (odd strides for Tile, ≡ 4 mod 32 for TcTile).
-template <int M, int N, bool TC, int NW = kThreads / 32>
-using TileOf = std::conditional_t<TC, TcTile<M, N, NW>, Tile<M, N>>;
+template <int M, int N, bool TC, int NW = kThreads / 32, int KU = 2>
+using TileOf = std::conditional_t<TC, TcTile<M, N, NW, KU>, Tile<M, N>>;
 template <bool TC>
 constexpr int kPad = TC ? 4 : 1;
 
