@@ -5,9 +5,10 @@
 // head dims above 64; the last block is partial and its rows past T are zero, so β = 0, w = 0
 // there). DP is the head dim padded to 32, 64 or 128 (padded columns are zero).
 //
-// Forward (two launches):
-//   prep     per (block c, b·h): G (prefix sum of log_f, double), the UT transform, Q̃, K̃, U and
-//            the intra-block logits S_loc, into scratch.
+// Forward (three launches):
+//   gate     per b·h (with a gate): G_t = Σ_{u≤t} log_f_u (double), else G = 0 by a memset.
+//   prep     per (block c, b·h): the UT transform, Q̃, K̃, U and the intra-block logits S_loc,
+//            into scratch.
 //   forward  per (b·h, query block I): online softmax over S_loc, then key blocks J = I−1 … 0:
 //            z = R K̃_Jᵀ, online-softmax update, acc += p V_J, R ← R − (R W_Jᵀ) U_J
 //            (P and X reuse [K̃_J; W_J]'s shared memory: two CTAs per SM).
@@ -35,7 +36,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -171,15 +171,27 @@ using Elem = std::conditional_t<TC, __nv_bfloat16, float>;
 template <bool TC>
 using InputsOf = InputsT<Elem<TC>>;
 
-__device__ double block_sum_double(double x, double* red) {
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+// Inclusive prefix sums in double of x(0) … x(n − 1) by one CTA of kThreads threads:
+// put(i, Σ_{j≤i} x(j)) for every i. Thread τ owns the chunk [τc, τc + c), c = ⌈n / kThreads⌉: it
+// sums its chunk, the CTA scans the chunk sums (shuffles within warps, then the warp totals), and
+// the thread walks its chunk again from its exclusive prefix. x is read twice.
+template <class X, class Put>
+__device__ void cta_prefix_sums(int n, X x, Put put) {
+  __shared__ double warp_total[kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) red[warp] = x;
+  const int c = (n + kThreads - 1) / kThreads, i0 = min(n, int(threadIdx.x) * c), i1 = min(n, i0 + c);
+  double sum = 0;
+  for (int i = i0; i < i1; ++i) sum += x(i);
+  double incl = sum;  // Σ of the chunk sums of lanes ≤ this one
+  for (int o = 1; o < 32; o <<= 1) {
+    const double y = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (lane == 31) warp_total[warp] = incl;
   __syncthreads();
-  double s = 0;
-  for (int i = 0; i < kThreads / 32; ++i) s += red[i];
-  __syncthreads();
-  return s;
+  double run = incl - sum;
+  for (int v = 0; v < warp; ++v) run += warp_total[v];
+  for (int i = i0; i < i1; ++i) put(i, run += x(i));
 }
 
 // The UT transform of one block (README), from K, W (S × DP, stride DP + kPad<TC>) and β (S) in
@@ -255,16 +267,15 @@ __device__ void ut_solve(const float* k, const float* w, const float* beta, floa
 // and one with QW and S_loc arrays of their own), 72 KB at <64, 32>, 77 KB at <32, 128>.
 template <int S, int DP, bool TC>
 constexpr int prep_smem_floats() {
-  return 16 + S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + S * (S + kPad<TC>);
+  return S + 4 * S * (DP + kPad<TC>) + S * (S + 4) + S * (S + kPad<TC>);
 }
 
 template <int S, int DP, bool TC>
 __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf<TC> in, Scratch sc) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>, LA = S + 4, NT = kThreads, NW = NT / 32;
   extern __shared__ __align__(16) float smem[];
-  double* red = reinterpret_cast<double*>(smem);  // (8): one per warp
-  float* beta = smem + 16;                         // (S)
-  float* q = beta + S;                             // (S, DP) each, stride LB
+  float* beta = smem;   // (S)
+  float* q = beta + S;  // (S, DP) each, stride LB
   float* k = q + S * LB;
   float* w = k + S * LB;
   float* u = w + S * LB;
@@ -273,25 +284,11 @@ __global__ void __launch_bounds__(kThreads, 2) path_prep_kernel(Dims d, InputsOf
   float* qw = a;
   float* m = e;
 
-  static_assert((16 + S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
+  static_assert((S + 4 * S * LB) % 4 == 0, "A is 16-byte aligned");
   const int c = blockIdx.x, bh = blockIdx.y, b = bh / d.H, h = bh % d.H;
   const int a0 = c * S, nv = min(S, d.T - a0);
   const int tid = threadIdx.x;
   const int64_t head_row = int64_t(bh) * d.Tp + a0;  // scratch row of the block's first position
-
-  // G_t = Σ_{u≤t} log_f_u (double): the sum before the block, then a serial prefix inside it.
-  if (in.log_f) {
-    double part = 0;
-    for (int t = tid; t < a0; t += NT) part += in.log_f[d.in_row(b, t, h)];
-    const double base = block_sum_double(part, red);
-    if (tid < S) {
-      double s = base;
-      for (int t = a0; t <= a0 + tid && t < d.T; ++t) s += in.log_f[d.in_row(b, t, h)];
-      sc.g[head_row + tid] = s;
-    }
-  } else if (tid < S) {
-    sc.g[head_row + tid] = 0.0;
-  }
 
   const int64_t stride = int64_t(d.H) * d.D, off = d.in_row(b, a0, h) * d.D;
   RowsIn<S, DP, NT, TC, Elem<TC>> q_in, k_in;
@@ -693,7 +690,8 @@ constexpr int ut_backward_smem_floats() {
 }
 
 // 256 threads (8 warps; one CTA per SM by shared memory at <64, 64>): 2.3% faster than 512 at
-// B = 8, T = 4096, D = 64 once TF32 operands were stored rounded (v9; 512 had been the faster before).
+// B = 8, T = 4096, D = 64 once TF32 operands were stored rounded (v9; 512 had been the faster
+// before), 4.3% at D = 64 and 6.4% at D = 128 (B = 4, T = 4096) in v10.
 template <int S, int DP, bool TC, int NT = kThreads>
 __global__ void __launch_bounds__(NT)
     path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
@@ -926,22 +924,28 @@ __global__ void __launch_bounds__(kThreads) path_c_backward_kernel(Dims d, Input
   t.each([&](int r, int col, float& x) { sc.dw_scan[(head_row + r) * DP + col] = x; });
 }
 
-// dlog_f_t = Σ_{i≥t} dG_i per b·h, in double: one warp, 32 positions at a time from the end.
-__global__ void path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f) {
-  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H, lane = threadIdx.x;
-  const float* g = dg + int64_t(bh) * d.Tp;
-  double carry = 0;
-  for (int end = d.T; end > 0; end -= 32) {
-    const int t = end - 1 - lane;
-    double x = t >= 0 ? double(g[t]) : 0.0;
-    for (int o = 1; o < 32; o <<= 1) {
-      const double y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
-    }
-    x += carry;
-    if (t >= 0) dlog_f[d.in_row(b, t, h)] = float(x);
-    carry = __shfl_sync(0xffffffffu, x, 31);
-  }
+// G_t = Σ_{u≤t} log_f_u per b·h (double), one CTA each; the padded rows T ≤ t < Tp hold G_{T−1}.
+// (v10: prep summed, per block, all of log_f before it, O(T²/S) reads, and a serial prefix.)
+__global__ void __launch_bounds__(kThreads) path_gate_forward_kernel(Dims d, const float* log_f, double* g) {
+  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H;
+  double* gh = g + int64_t(bh) * d.Tp;
+  cta_prefix_sums(
+      d.T, [&](int t) { return double(log_f[d.in_row(b, t, h)]); },
+      [&](int t, double s) {
+        gh[t] = s;
+        if (t == d.T - 1)
+          for (int p = d.T; p < d.Tp; ++p) gh[p] = s;
+      });
+}
+
+// dlog_f_t = Σ_{i≥t} dG_i per b·h (double): the prefix sums of dG read from the end, one CTA each.
+// (v10: one warp per b·h, 32 positions at a time, T / 32 dependent steps.)
+__global__ void __launch_bounds__(kThreads) path_gate_backward_kernel(Dims d, const float* dg, float* dlog_f) {
+  const int bh = blockIdx.x, b = bh / d.H, h = bh % d.H, last = d.T - 1;
+  const float* gh = dg + int64_t(bh) * d.Tp;
+  cta_prefix_sums(
+      d.T, [&](int i) { return double(gh[last - i]); },
+      [&](int i, double s) { dlog_f[d.in_row(b, last - i, h)] = float(s); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -986,6 +990,12 @@ template <int S, int DP, bool TC>
 void launch_prep(const Dims& d, const InputsOf<TC>& in, const Scratch& sc) {
   constexpr int bytes = prep_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(bytes <= 232448, "prep shared memory");
+  if (in.log_f) {
+    path_gate_forward_kernel<<<d.B * d.H, kThreads, 0, stream()>>>(d, in.log_f, sc.g);
+    PB_LAUNCH_CHECK();
+  } else {
+    PB_CUDA_CHECK(cudaMemsetAsync(sc.g, 0, sizeof(double) * d.B * d.H * d.Tp, stream()));
+  }
   set_smem(path_prep_kernel<S, DP, TC>, bytes);
   path_prep_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, bytes, stream()>>>(d, in, sc);
   PB_LAUNCH_CHECK();
@@ -1046,19 +1056,13 @@ void backward_end(const Dims& d, const InputsOf<TC>& in, const Scratch& sc, Elem
   }
   constexpr int ut_bytes = ut_backward_smem_floats<S, DP, TC>() * int(sizeof(float));
   static_assert(ut_bytes <= 232448, "UT backward shared memory");
-  if (TC && getenv("PB_AB_UT512")) {  // TEMPORARY A/B (v10), removed after the measurement
-    set_smem(path_ut_backward_kernel<S, DP, TC, TC ? 512 : 256>, ut_bytes);
-    path_ut_backward_kernel<S, DP, TC, TC ? 512 : 256><<<dim3(d.n_blocks, d.B * d.H), TC ? 512 : 256, ut_bytes, stream()>>>(
-        d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
-  } else {
   set_smem(path_ut_backward_kernel<S, DP, TC>, ut_bytes);
   path_ut_backward_kernel<S, DP, TC><<<dim3(d.n_blocks, d.B * d.H), kThreads, ut_bytes, stream()>>>(
       d, in, sc, dout, lse, dq, dk, dv, dw, dbeta);
-  }
   PB_LAUNCH_CHECK();
 
   if (dlog_f) {
-    path_gate_backward_kernel<<<d.B * d.H, 32, 0, stream()>>>(d, sc.dg, dlog_f);
+    path_gate_backward_kernel<<<d.B * d.H, kThreads, 0, stream()>>>(d, sc.dg, dlog_f);
     PB_LAUNCH_CHECK();
   }
 }
