@@ -5,7 +5,7 @@
 // head dims above 64; the last block is partial and its rows past T are zero, so β = 0, w = 0
 // there). DP is the head dim padded to 32, 64 or 128 (padded columns are zero).
 //
-// Forward (three launches):
+// Forward (the gate kernel or a memset, then two launches):
 //   gate     per b·h (with a gate): G_t = Σ_{u≤t} log_f_u (double), else G = 0 by a memset.
 //   prep     per (block c, b·h): the UT transform, Q̃, K̃, U and the intra-block logits S_loc,
 //            into scratch.
@@ -689,15 +689,15 @@ constexpr int ut_backward_smem_floats() {
   return 2 * S + 5 * S + 6 * S * (DP + kPad<TC>) + S * (S + 4) + 6 * S * (S + kPad<TC>);
 }
 
-// 256 threads (8 warps; one CTA per SM by shared memory at <64, 64>): 2.3% faster than 512 at
+// 256 threads (8 warps; one CTA per SM by shared memory at <64, 64>): 512 were 2.3% slower at
 // B = 8, T = 4096, D = 64 once TF32 operands were stored rounded (v9; 512 had been the faster
-// before), 4.3% at D = 64 and 6.4% at D = 128 (B = 4, T = 4096) in v10.
-template <int S, int DP, bool TC, int NT = kThreads>
-__global__ void __launch_bounds__(NT)
+// before), and in v10 4.5% slower there and 6.8% at D = 128 (B = 4, T = 4096).
+template <int S, int DP, bool TC>
+__global__ void __launch_bounds__(kThreads)
     path_ut_backward_kernel(Dims d, InputsOf<TC> in, Scratch sc, const Elem<TC>* dout, const float* lse,
                             Elem<TC>* dq, Elem<TC>* dk, Elem<TC>* dv, float* dw, float* dbeta) {
   constexpr int LB = DP + kPad<TC>, LS = S + kPad<TC>;
-  constexpr int NW = NT / 32;
+  constexpr int NT = kThreads, NW = NT / 32;
   // k loops unrolled fully at D = 128 (1.57 → 1.41 ms at B = 4, T = 4096); at D = 64 that costs
   // 2.37 → 2.88 ms at B = 8, T = 4096 (v10), so there it stays 2.
   constexpr int KU = DP > 64 ? 16 : 2;
