@@ -6,5 +6,6 @@ namespace pb {
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return ""; }
+int cuda_current_device() { return 0; }
 
 }  // namespace pb

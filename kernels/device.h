@@ -8,5 +8,6 @@ namespace pb {
 bool cuda_built();                  // compiled with the CUDA backend
 int cuda_device_count();            // 0 when no driver or no device
 std::string cuda_device_name(int);  // "" when unavailable
+int cuda_current_device();          // the calling thread's device (0 when unavailable)
 
 }  // namespace pb

@@ -1,12 +1,14 @@
 // `pathbench sweep FILE.toml`: expands the grid, skips runs whose result.json exists, runs the
-// rest as `pathbench train` child processes (runners/scheduler.h) and copies the file into the
-// sweep directory.
+// rest as `pathbench train` child processes or, with --pack, as threads of this process
+// (runners/scheduler.h), and copies the file into the sweep directory.
 #include <sched.h>
 
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "kernels/device.h"
@@ -15,6 +17,12 @@
 #include "runners/commands.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
+#include "runners/sweep_estimate.h"
+#include "runners/trainer.h"
+#include "kernels/spec.h"
+#if PATHBENCH_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace pb {
 namespace fs = std::filesystem;
@@ -22,9 +30,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct SweepOptions {
-  std::string file, out = "runs", shard, gpus;
+  std::string file, out = "runs", shard, gpus, pack;
   size_t jobs = 1, jobs_per_gpu = 0;
-  bool dry_run = false, retry_failed = false;
+  bool dry_run = false, retry_failed = false, estimate = false;
 };
 
 size_t cpu_count() {
@@ -56,9 +64,9 @@ std::vector<int> parse_gpus(const std::string& text) {
   return gpus;
 }
 
-// One slot per run that may run at once: --jobs on the CPU, or --jobs-per-gpu per GPU of --gpus
-// (each pinned to its GPU through CUDA_VISIBLE_DEVICES).
-std::vector<std::string> slots_of(const SweepOptions& o) {
+// One slot per run that may run at once, for the process engine: --jobs on the CPU, or
+// --jobs-per-gpu per GPU of --gpus (each pinned to its GPU through CUDA_VISIBLE_DEVICES).
+std::vector<std::string> process_slots(const SweepOptions& o) {
   if (o.gpus.empty() && o.jobs_per_gpu == 0) return std::vector<std::string>(o.jobs, "");
   std::vector<std::string> slots;
   for (int g : parse_gpus(o.gpus.empty() ? "all" : o.gpus))
@@ -67,65 +75,148 @@ std::vector<std::string> slots_of(const SweepOptions& o) {
   return slots;
 }
 
+// The devices of the packed engine's slots: --pack K per GPU of --gpus (all when not given) when
+// the build and machine have one and the sweep does not set device = "cpu", else K on the CPU.
+// K = auto: as many runs as fit in 85% of the first GPU's free memory (the largest run of the
+// sweep, trainer.h's run_memory_bytes), at most kMaxPack; on the CPU one per core.
+constexpr int kMaxPack = 32;
+std::vector<int> pack_slots(const SweepOptions& o, const std::vector<Job>& jobs) {
+  const bool cpu = std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return j.cfg.device == "cpu"; }) ||
+                   !cuda_built() || cuda_device_count() == 0;
+  if (cpu && !o.gpus.empty()) fail("--pack with --gpus: no GPU for these runs (device = \"cpu\" or none visible)");
+  const std::vector<int> devices = cpu ? std::vector<int>{-1} : parse_gpus(o.gpus.empty() ? "all" : o.gpus);
+  size_t k = 0;
+  if (o.pack == "auto") {
+    k = cpu ? cpu_count() : size_t(kMaxPack);
+#if PATHBENCH_HAVE_CUDA
+    if (!cpu) {
+      size_t free_b = 0, total_b = 0;
+      cuda::set_device(devices.front());
+      cuda::memory_info(free_b, total_b);
+      double largest = 1;
+      for (const Job& j : jobs) largest = std::max(largest, run_memory_bytes(j.cfg, *make_task(j.cfg.task)));
+      k = std::clamp<size_t>(size_t(0.85 * double(free_b) / largest), 1, kMaxPack);
+    }
+#endif
+  } else {
+    int64_t n = 0;
+    if (!parse_int(o.pack, n) || n < 1 || n > 1024) fail("--pack needs a count 1..1024 or 'auto', got '{}'", o.pack);
+    k = size_t(n);
+  }
+  std::vector<int> slots;
+  for (int d : devices) slots.insert(slots.end(), k, d);
+  return slots;
+}
+
+// The adaptive depth search of a sweep (sweep.h, depth_search): a job is skipped once a run of its
+// configuration with fewer layers has finished meeting the rule.
+SkipRule depth_search_rule(const std::string& rule_text, const std::vector<Job>& all) {
+  if (rule_text.empty()) return {};
+  const StopRule rule = parse_stop_rule(rule_text, "depth_search");
+  auto group = [](const TrainConfig& c) {
+    auto j = semantic_json(c);
+    j.erase("layers");
+    return j.dump();
+  };
+  std::multimap<std::string, const Job*> by_group;
+  for (const Job& j : all) by_group.emplace(group(j.cfg), &j);
+  return [rule, by_group, group](const Job& job) -> std::string {
+    const auto [first, last] = by_group.equal_range(group(job.cfg));
+    for (auto it = first; it != last; ++it) {
+      const Job& other = *it->second;
+      if (other.cfg.layers >= job.cfg.layers || run_state(other.dir) != "done") continue;
+      const auto r = nlohmann::json::parse(read_file(other.dir + "/result.json"));
+      const auto* x = r.contains("eval") && r["eval"].contains(rule.split) ? &r["eval"][rule.split][rule.metric] : nullptr;
+      if (r.value("status", "") == "ok" && x && x->is_number() && rule.holds(x->get<double>()))
+        return fmt::format("depth search: layers={} met {} ({})", other.cfg.layers, rule.text(), x->get<double>());
+    }
+    return "";
+  };
+}
+
 void run_sweep(const SweepOptions& o) {
-  const std::vector<std::string> slots = slots_of(o);
-  const bool on_gpus = !slots.front().empty();
+  if (!o.pack.empty() && (o.jobs != 1 || o.jobs_per_gpu))
+    fail("--pack runs the sweep in one process; it cannot be combined with --jobs or --jobs-per-gpu");
+  if (o.estimate && o.pack.empty()) fail("--estimate projects the packed engine: give --pack K or --pack auto");
   const std::string text = read_file(o.file);
   Sweep sweep = parse_sweep(text, o.file, train_option_kinds());
   const std::string sweep_dir = (fs::path(o.out) / sweep.name).string();
-  std::vector<Job> jobs;
+  const bool packed = !o.pack.empty();
+  const std::vector<std::string> slots = packed ? std::vector<std::string>{} : process_slots(o);
+  const bool on_gpus = packed ? cuda_built() && cuda_device_count() > 0 : !slots.front().empty();
+  // Every run of the sweep (or shard), resolved; the first of two with one config only.
+  std::vector<Job> all;
   std::set<std::string> seen;
-  std::vector<SweepRun> runs;
-  std::vector<std::string> ids;
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
-    std::string id;
+    TrainConfig cfg;
     try {
-      id = run_id_of(sweep.runs[i].args);
+      cfg = config_of(sweep.runs[i].args);
     } catch (const Error& e) {
       fail("{}: run {} ({}): {}", o.file, i, sweep.runs[i].label, e.what());
     }
+    const std::string id = run_id(cfg);
     if (!seen.insert(id).second) {
       fmt::print(stderr, "sweep {}: {} is the same config as an earlier run; run once\n", sweep.name,
                  sweep.runs[i].label);
       continue;
     }
-    runs.push_back(sweep.runs[i]);
-    ids.push_back(id);
+    if (!sweep.depth_search.empty()) {
+      const auto splits = make_task(cfg.task)->splits();
+      const StopRule rule = parse_stop_rule(sweep.depth_search, "depth_search");
+      if (std::find(splits.begin() + 1, splits.end(), rule.split) == splits.end())
+        fail("{}: depth_search '{}': '{}' is not an evaluation split of {}", o.file, rule.text(), rule.split, cfg.task);
+    }
+    const std::string dir = (fs::path(sweep_dir) / id).string();
+    all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label});  // argv: the options, for now
   }
+  std::vector<Job> picked;
+  for (const size_t i : shard_indices(all.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[i]);
+  if (!sweep.depth_search.empty())  // seeds outermost, then shallow before deep
+    std::stable_sort(picked.begin(), picked.end(), [](const Job& a, const Job& b) {
+      return a.cfg.seed != b.cfg.seed ? a.cfg.seed < b.cfg.seed : a.cfg.layers < b.cfg.layers;
+    });
+  const std::vector<int> devices = packed ? pack_slots(o, picked) : std::vector<int>{};
+  const size_t n_slots = packed ? devices.size() : slots.size();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
-  const size_t threads = std::max<size_t>(1, cpu_count() / slots.size());
+  const size_t threads = std::max<size_t>(1, cpu_count() / n_slots);
+  const SkipRule skip = depth_search_rule(sweep.depth_search, all);
   SweepProgress before{sweep.name, 0, 0, 0};
-  size_t n_pending = 0;
-  for (const size_t i : shard_indices(runs.size(), o.shard.empty() ? "0/1" : o.shard)) {
-    const SweepRun& r = runs[i];
-    const std::string dir = (fs::path(sweep_dir) / ids[i]).string();
-    const std::string state = run_state(dir);
+  std::vector<Job> jobs;
+  for (Job& job : picked) {
+    const std::string state = run_state(job.dir);
     ++before.total;
-    if (o.dry_run) fmt::print("{}\t{}\t{}\n", ids[i], state, r.label);
     if (state == "done") ++before.done;
     if (state == "failed" && !o.retry_failed) ++before.failed;
-    if (state == "pending" || (state == "failed" && o.retry_failed)) {
-      ++n_pending;
-      std::vector<std::string> argv = {exe, "train"};
-      argv.insert(argv.end(), r.args.begin(), r.args.end());
-      argv.insert(argv.end(), {"--threads", std::to_string(threads), "--out", dir});
-      if (on_gpus && std::find(argv.begin(), argv.end(), "--device") == argv.end())
-        argv.insert(argv.end(), {"--device", "cuda"});
-      jobs.push_back({std::move(argv), dir, ids[i], r.label});
+    const bool pending = state == "pending" || (state == "failed" && o.retry_failed);
+    if (o.dry_run) {
+      const std::string why = pending && skip ? skip(job) : "";
+      fmt::print("{}\t{}\t{}\n", job.run_id, why.empty() ? state : "skipped", job.label);
     }
+    if (!pending) continue;
+    TrainConfig& cfg = job.cfg;
+    if (packed && cfg.gpus > 1) fail("{}: --pack trains each run on one GPU; gpus = {} needs the process engine", o.file, cfg.gpus);
+    cfg.threads = int(threads), cfg.out = job.dir;
+    if (on_gpus && cfg.device == "auto") cfg.device = "cuda";
+    job.argv.insert(job.argv.begin(), {exe, "train"});
+    job.argv.insert(job.argv.end(), {"--threads", std::to_string(threads), "--out", job.dir});
+    if (on_gpus && std::find(job.argv.begin(), job.argv.end(), "--device") == job.argv.end())
+      job.argv.insert(job.argv.end(), {"--device", "cuda"});
+    jobs.push_back(std::move(job));
   }
-  fmt::print(stderr, "sweep {}: {} runs{}: {} done, {} failed, {} to run, in {}\n", sweep.name,
-             before.total, o.shard.empty() ? "" : " in shard " + o.shard, before.done, before.failed,
-             n_pending, sweep_dir);
+  fmt::print(stderr, "sweep {}: {} runs{}: {} done, {} failed, {} to run, in {}{}\n", sweep.name, before.total,
+             o.shard.empty() ? "" : " in shard " + o.shard, before.done, before.failed, jobs.size(), sweep_dir,
+             packed ? fmt::format(" (packed, {} slots)", devices.size()) : "");
+  if (o.estimate) return print_estimate(jobs, devices);
   if (o.dry_run) return;
   fs::create_directories(sweep_dir);
   write_file_atomic((fs::path(sweep_dir) / "sweep.toml").string(), text);
-  const JobsOutcome got = run_jobs(jobs, slots, before);
+  const JobsOutcome got = packed ? run_packed(jobs, devices, before, skip) : run_jobs(jobs, slots, before, skip);
   if (got.signal)
     fail("sweep {} stopped by {}; runs in flight are pending: rerun the same command to finish it",
          sweep.name, strsignal(got.signal));
-  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed\n", sweep.name, before.done + got.done,
-             before.total, before.failed + got.failed);
+  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed{}\n", sweep.name, before.done + got.done,
+             before.total, before.failed + got.failed,
+             got.skipped ? fmt::format(", {} skipped by the depth search", got.skipped) : "");
   if (before.failed + got.failed > 0)
     fail("sweep {}: {} runs failed (their result.json holds the error; --retry-failed reruns them)",
          sweep.name, before.failed + got.failed);
@@ -148,6 +239,11 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs (id, state, values) on stdout; run nothing");
   cmd->add_flag("--retry-failed", o->retry_failed, "rerun runs whose result.json has status failed");
+  cmd->add_option("--pack", o->pack,
+                  "K|auto: run K runs at once per GPU (or on the CPU) as threads of this process, each on its "
+                  "own CUDA stream (auto: as many as fit in GPU memory)");
+  cmd->add_flag("--estimate", o->estimate,
+                "with --pack: time a few packed steps of each shape and print the projected time; run nothing");
   cmd->callback([o] { run_sweep(*o); });
 }
 

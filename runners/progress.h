@@ -1,5 +1,6 @@
-// Progress of a run on stderr: on a terminal one line rewritten in place (≤ 10 per second); when
-// stderr is not a terminal (logs, CI, Slurm) a plain line every 5% of the steps or 30 s.
+// Progress of a run on a stream (stderr, or the run's log.txt in a packed sweep): on a terminal one
+// line rewritten in place (≤ 10 per second); elsewhere (logs, CI, Slurm) a plain line every 5% of
+// the steps or 30 s.
 #pragma once
 #include <fmt/format.h>
 #include <unistd.h>
@@ -12,8 +13,8 @@ namespace pb {
 
 class Progress {
  public:
-  Progress(int total, std::string label)
-      : total_(total), label_(std::move(label)), tty_(isatty(fileno(stderr))), start_(clock::now()),
+  Progress(int total, std::string label, std::FILE* out = stderr)
+      : total_(total), label_(std::move(label)), out_(out), tty_(isatty(fileno(out))), start_(clock::now()),
         last_(start_) {}
 
   // Returns true on logging steps (every 1% of the run), where the caller records metrics.
@@ -28,9 +29,9 @@ class Progress {
       const std::string line = fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s ETA {:.0f}s", label_, step,
                                            total_, loss, tokens_per_s, eta);
       if (tty_)
-        fmt::print(stderr, "\r{}\033[K", line);
+        fmt::print(out_, "\r{}\033[K", line);
       else
-        fmt::print(stderr, "{}\n", line);
+        fmt::print(out_, "{}\n", line);
       last_ = now;
       open_line_ = tty_;
     }
@@ -39,11 +40,11 @@ class Progress {
 
   void note(const std::string& msg) {  // a line of its own (evaluation results)
     finish();
-    fmt::print(stderr, "{} {}\n", label_, msg);
+    fmt::print(out_, "{} {}\n", label_, msg);
   }
 
   void finish() {
-    if (open_line_) fmt::print(stderr, "\n");
+    if (open_line_) fmt::print(out_, "\n");
     open_line_ = false;
   }
 
@@ -51,6 +52,7 @@ class Progress {
   using clock = std::chrono::steady_clock;
   int total_;
   std::string label_;
+  std::FILE* out_;
   bool tty_;
   clock::time_point start_, last_;
   bool open_line_ = false;

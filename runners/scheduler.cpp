@@ -6,30 +6,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "kernels/error.h"
 #include "kernels/io.h"
+#include "runners/sweep_status.h"
+#include "runners/trainer.h"
+#if PATHBENCH_HAVE_CUDA
+#include "kernels/cuda/runtime.h"
+#endif
 
 namespace pb {
 namespace fs = std::filesystem;
 
 namespace {
-
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-std::string duration_text(double s) {
-  const long t = static_cast<long>(s + 0.5);
-  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, t / 60 % 60);
-  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
-  return fmt::format("{}s", t);
-}
 
 std::string exit_text(int status) {
   if (WIFSIGNALED(status))
@@ -94,35 +91,6 @@ void signal_group(pid_t pid, int sig) {
   if (::kill(-pid, sig) != 0) ::kill(pid, sig);
 }
 
-class Progress {
- public:
-  Progress(const SweepProgress& before, size_t n_jobs)
-      : b_(before), n_jobs_(n_jobs), tty_(::isatty(2)), start_(now_s()) {}
-  ~Progress() {
-    if (tty_ && shown_) fmt::print(stderr, "\n");
-  }
-  void event(const std::string& message) {  // a line of its own above the progress line
-    fmt::print(stderr, "{}{}\n", tty_ ? "\r\033[K" : "", message);
-  }
-  // Redrawn on every call on a terminal; elsewhere a line only when something `changed`.
-  void show(size_t done, size_t failed, size_t running, bool changed) {
-    if (!tty_ && !changed) return;
-    const double elapsed = now_s() - start_;
-    const size_t finished = done + failed;
-    const std::string eta = finished == 0 ? "?" : duration_text(elapsed / finished * (n_jobs_ - finished));
-    fmt::print(stderr, "{}sweep {}: {}/{} done, {} failed, {} running, {} elapsed, ETA {}{}",
-               tty_ ? "\r\033[K" : "", b_.name, b_.done + done, b_.total, b_.failed + failed, running,
-               duration_text(elapsed), eta, tty_ ? "" : "\n");
-    shown_ = true;
-  }
-
- private:
-  SweepProgress b_;
-  size_t n_jobs_;
-  bool tty_, shown_ = false;
-  double start_;
-};
-
 // Kills and reaps children left behind when run_jobs exits by an exception.
 struct Reaper {
   std::vector<Running>& running;
@@ -152,8 +120,40 @@ std::string run_state(const std::string& dir) {
   return result.value("status", "") == "failed" ? "failed" : "done";
 }
 
+void record_failure(const Job& job, const std::string& error, double wall_s) {
+  const nlohmann::json failed = {{"status", "failed"}, {"error", error}, {"run_id", job.run_id}, {"wall_s", wall_s}};
+  write_file_atomic(job.dir + "/result.json", failed.dump(2) + "\n");
+}
+
+namespace {
+
+// The job at `next` or after it whose turn it is (skipped ones counted in `out`), or jobs.size().
+size_t next_job(const std::vector<Job>& jobs, size_t next, const SkipRule& skip, JobsOutcome& out, SweepStatus& status) {
+  for (; next < jobs.size(); ++next) {
+    const std::string why = skip ? skip(jobs[next]) : "";
+    if (why.empty()) return next;
+    ++out.skipped;
+    status.event(fmt::format("skipped: {} ({}): {}", jobs[next].label, jobs[next].run_id, why));
+  }
+  return next;
+}
+
+// Counts a finished job as done or failed (naming the failure).
+void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
+  if (run_state(job.dir) != "failed") {
+    ++out.done;
+    return;
+  }
+  ++out.failed;
+  const auto error = nlohmann::json::parse(read_file(job.dir + "/result.json"))["error"];
+  status.event(fmt::format("failed: {} ({}): {}; see {}/log.txt", job.label, job.run_id,
+                           error.is_string() ? error.get<std::string>() : "?", job.dir));
+}
+
+}  // namespace
+
 JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
-                     const SweepProgress& before) {
+                     const SweepProgress& before, const SkipRule& skip) {
   sigset_t waited, child_mask;
   sigemptyset(&waited);
   sigemptyset(&child_mask);
@@ -161,16 +161,17 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
   const MaskGuard mask(waited);
   std::vector<Running> running;
   const Reaper reaper{running};
-  Progress progress(before, jobs.size());
+  SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
   size_t next = 0;
   double kill_at = 0;
   bool changed = true;  // print the first line
   std::vector<bool> busy(slots.size(), false);
   while (true) {
-    for (size_t slot = 0; slot < slots.size() && out.signal == 0 && next < jobs.size(); ++slot)
-      if (!busy[slot]) busy[slot] = true, running.push_back(launch(jobs[next++], child_mask, slot, slots[slot]));
-    progress.show(out.done, out.failed, running.size(), changed);
+    for (size_t slot = 0; slot < slots.size() && out.signal == 0; ++slot)
+      if (!busy[slot] && (next = next_job(jobs, next, skip, out, status)) < jobs.size())
+        busy[slot] = true, running.push_back(launch(jobs[next++], child_mask, slot, slots[slot]));
+    status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;
     if (running.empty()) break;
     const timespec tick{1, 0};
@@ -180,16 +181,16 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       if (!again) {
         out.signal = sig;
         kill_at = now_s() + 10;
-        progress.event(fmt::format("sweep {}: {}; stopping {} runs in flight (rerun the same command to "
-                                   "finish the sweep)", before.name, strsignal(sig), running.size()));
+        status.event(fmt::format("sweep {}: {}; stopping {} runs in flight (rerun the same command to "
+                                 "finish the sweep)", before.name, strsignal(sig), running.size()));
       }
       for (const auto& r : running) signal_group(r.pid, again ? SIGKILL : sig);
     }
     if (out.signal && now_s() > kill_at)
       for (const auto& r : running) signal_group(r.pid, SIGKILL);
     for (size_t i = 0; i < running.size();) {
-      int status = 0;
-      if (::waitpid(running[i].pid, &status, WNOHANG) != running[i].pid) {
+      int wstatus = 0;
+      if (::waitpid(running[i].pid, &wstatus, WNOHANG) != running[i].pid) {
         ++i;
         continue;
       }
@@ -197,24 +198,104 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       const double wall = now_s() - running[i].start;
       busy[running[i].slot] = false;
       running.erase(running.begin() + static_cast<long>(i));
-      const std::string result = job.dir + "/result.json";
-      if (!fs::exists(result) && out.signal) continue;  // stopped: pending
-      if (!fs::exists(result)) {
-        const nlohmann::json failed = {{"status", "failed"}, {"error", exit_text(status)},
-                                       {"run_id", job.run_id}, {"wall_s", wall}};
-        write_file_atomic(result, failed.dump(2) + "\n");
-      }
-      if (run_state(job.dir) == "failed") {
-        ++out.failed;
-        const auto error = nlohmann::json::parse(read_file(result))["error"];
-        progress.event(fmt::format("failed: {} ({}): {}; see {}/log.txt", job.label, job.run_id,
-                                   error.is_string() ? error.get<std::string>() : "?", job.dir));
-      } else {
-        ++out.done;
-      }
+      const bool recorded = fs::exists(job.dir + "/result.json");
+      if (!recorded && out.signal) continue;  // stopped: pending
+      if (!recorded) record_failure(job, exit_text(wstatus), wall);
+      count_finished(job, out, status);
       changed = true;
     }
   }
+  return out;
+}
+
+namespace {
+
+// One packed run on the calling thread (its slot's): the directory emptied, the output into
+// log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
+bool run_in_thread(const Job& job, const std::atomic<bool>& cancel) {
+  const double start = now_s();
+  fs::remove_all(job.dir);
+  fs::create_directories(job.dir);
+  const std::string log_path = job.dir + "/log.txt";
+  std::FILE* log = std::fopen(log_path.c_str(), "we");
+  if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));
+  int rc = 0;
+  try {
+    rc = run_training(job.cfg, RunContext{log, &cancel});
+  } catch (const std::exception& e) {
+    fmt::print(log, "pathbench: error: {}\n", e.what());
+    record_failure(job, e.what(), now_s() - start);
+  }
+  std::fclose(log);
+  return rc != kRunCancelled;
+}
+
+}  // namespace
+
+JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
+                       const SweepProgress& before, const SkipRule& skip) {
+  sigset_t waited;
+  sigemptyset(&waited);
+  for (int s : {SIGINT, SIGTERM}) sigaddset(&waited, s);
+  const MaskGuard mask(waited);  // before the threads start: they inherit it, the signals come here
+  SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
+  JobsOutcome out;
+  std::atomic<bool> cancel{false};
+  std::mutex mutex;                 // guards next, out, finished, running, and status's lines
+  size_t next = 0, running = 0;
+  std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
+  std::vector<std::exception_ptr> errors(slot_devices.size());
+  std::vector<std::thread> threads;
+  for (size_t slot = 0; slot < slot_devices.size(); ++slot)
+    threads.emplace_back([&, slot] {
+      try {
+#if PATHBENCH_HAVE_CUDA
+        if (slot_devices[slot] >= 0) cuda::set_device(slot_devices[slot]);
+#endif
+        while (true) {
+          const Job* job = nullptr;
+          {
+            const std::lock_guard<std::mutex> lock(mutex);
+            if (cancel || (next = next_job(jobs, next, skip, out, status)) >= jobs.size()) return;
+            job = &jobs[next++];
+            ++running;
+          }
+          const bool ended = run_in_thread(*job, cancel);
+          const std::lock_guard<std::mutex> lock(mutex);
+          --running;
+          if (ended) finished.push_back(job);
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        errors[slot] = std::current_exception();
+        cancel = true;
+      }
+    });
+  bool changed = true;
+  for (bool live = true; live;) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex);
+      for (const Job* job : finished) count_finished(*job, out, status), changed = true;
+      finished.clear();
+      live = running > 0 || (!cancel && next < jobs.size());
+      status.show(out.done, out.failed, out.skipped, running, changed);
+      changed = false;
+    }
+    if (!live) break;
+    const timespec tick{0, 200'000'000};
+    const int sig = ::sigtimedwait(&waited, nullptr, &tick);
+    if ((sig == SIGINT || sig == SIGTERM) && out.signal == 0) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      out.signal = sig;
+      cancel = true;
+      status.event(fmt::format("sweep {}: {}; stopping {} runs in flight at their next step (rerun the same "
+                               "command to finish the sweep)", before.name, strsignal(sig), running));
+    }
+  }
+  for (auto& t : threads) t.join();
+  for (const Job* job : finished) count_finished(*job, out, status);
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
   return out;
 }
 

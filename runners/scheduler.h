@@ -1,17 +1,30 @@
-// Runs sweep jobs as child processes, a few at a time, and records the failures the children
-// could not record themselves. Each child gets its own process group, dies with the sweep
-// (PR_SET_PDEATHSIG), and writes stdout and stderr to <dir>/log.txt. A child that exits without
-// writing <dir>/result.json is recorded there as {"status": "failed", "error": "killed by signal
-// 9 (Killed)"}; on SIGINT/SIGTERM the signal is forwarded to the children, whose directories are
-// left without result.json (pending: rerun from scratch next time), and run_jobs returns.
+// The two sweep engines. Both take the sweep's pending runs as jobs, start each in its emptied
+// run directory with its output in <dir>/log.txt, fill a slot as soon as its run ends (a pool, no
+// barrier at the slowest run), record the failures a run could not record itself, and on
+// SIGINT/SIGTERM stop the runs in flight, whose directories stay without result.json (pending:
+// rerun from scratch next time).
+//   run_jobs     one child process (`pathbench train`) per run. Each child has its own process
+//                group, dies with the sweep (PR_SET_PDEATHSIG), and is recorded as {"status":
+//                "failed", "error": "killed by signal 9 (Killed)"} when it exits without
+//                result.json.
+//   run_packed   every run a thread of this process, K per GPU (`sweep --pack K`): each run has its
+//                own CUDA stream, cuBLAS handle, scratch and CUDA graph (kernels/cuda/runtime.h),
+//                so the runs of a GPU share one context and their kernels run side by side, where
+//                processes would time-slice the GPU. A run that throws is recorded failed; a crash
+//                of the process (or a CUDA error that poisons the context) ends every run in
+//                flight, which then stay pending.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "runners/train_config.h"
 
 namespace pb {
 
 struct Job {
-  std::vector<std::string> argv;  // argv[0]: the executable's path
+  std::vector<std::string> argv;  // argv[0]: the executable's path (run_jobs)
+  TrainConfig cfg;                // the same run, resolved, with out, threads and device (run_packed)
   std::string dir;                // run directory, emptied before the start
   std::string run_id;
   std::string label;              // for progress and failure lines
@@ -26,15 +39,27 @@ struct SweepProgress {            // the state before these jobs start, for the 
 
 struct JobsOutcome {
   size_t done = 0, failed = 0;    // of these jobs
+  size_t skipped = 0;             // not started: the skip rule said so
   int signal = 0;                 // SIGINT or SIGTERM if the sweep was stopped, else 0
 };
+
+// Asked when a job's turn comes: why not to run it (adaptive depth search), or "" to run it.
+using SkipRule = std::function<std::string(const Job&)>;
 
 // Runs the jobs with one job per slot at a time. A slot's string is added to the environment of
 // the jobs it runs (e.g. "CUDA_VISIBLE_DEVICES=1" pins them to GPU 1; "" adds nothing).
 JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
-                     const SweepProgress& before);
+                     const SweepProgress& before, const SkipRule& skip = {});
+
+// Runs the jobs as threads of this process, one per slot at a time; a slot's value is the CUDA
+// device its runs use, or −1 for the CPU.
+JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
+                       const SweepProgress& before, const SkipRule& skip = {});
 
 // "done" (status ok or diverged), "failed" or "pending" (no result.json) of a run directory.
 std::string run_state(const std::string& dir);
+
+// Records a run that ended without writing its result.json as failed, with `error`.
+void record_failure(const Job& job, const std::string& error, double wall_s);
 
 }  // namespace pb

@@ -149,8 +149,14 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
   for (const auto& [k, v] : *head) {
     const std::string key(k.str());
     if (key == "name") continue;
+    if (key == "depth_search") {
+      const auto* rule = v.as_string();
+      if (!rule) fail("{}: expected a string SPLIT:METRIC>=X", c.where(v, "sweep", key));
+      sweep.depth_search = parse_stop_rule(rule->get(), c.where(v, "sweep", key)).text();
+      continue;
+    }
     if (key != "task" && key != "seeds")
-      fail("{}: unknown key; valid keys: name, task, seeds", c.where(v, "sweep", key));
+      fail("{}: unknown key; valid keys: name, task, seeds, depth_search", c.where(v, "sweep", key));
     const char kind = key == "task" ? 's' : 'i';
     Dim d{key == "task" ? "task" : "seed", {}};
     if (const auto* list = v.as_array()) {
@@ -188,6 +194,8 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
     dims.push_back(std::move(d));
   }
   if (!given("task")) fail("{}: no task; set task = \"NAME[:key=value,...]\" in [sweep]", path);
+  if (!sweep.depth_search.empty() && std::none_of(dims.begin(), dims.end(), [](const Dim& d) { return d.key == "layers"; }))
+    fail("{}: [sweep] depth_search needs a list of layers in [grid]", path);
   for (const std::string spec : {"task", "pe"}) {
     auto dotted = [&](const std::string& key) { return key.rfind(spec + ".", 0) == 0; };
     if (!given(spec) && (std::any_of(fixed.begin(), fixed.end(), [&](const Setting& s) { return dotted(s.key); }) ||
@@ -251,7 +259,7 @@ OptionKinds train_option_kinds() {
   return kinds;
 }
 
-std::string run_id_of(const std::vector<std::string>& args) {
+TrainConfig config_of(const std::vector<std::string>& args) {
   CLI::App scratch;
   TrainConfig cfg;
   add_train_options(scratch, cfg);
@@ -262,7 +270,7 @@ std::string run_id_of(const std::vector<std::string>& args) {
     fail("{}", e.what());
   }
   resolve(cfg);
-  return run_id(cfg);
+  return cfg;
 }
 
 std::vector<size_t> shard_indices(size_t n_runs, std::string_view shard) {

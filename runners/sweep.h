@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runners/train_config.h"
+
 namespace pb {
 
 // Value kind of a train option, from its CLI11 type name: 'i' integer, 'f' number, 's' string.
@@ -23,6 +25,10 @@ struct SweepRun {
 struct Sweep {
   std::string name;               // directory name under --out
   std::vector<SweepRun> runs;     // in expansion order
+  // [sweep] depth_search = "SPLIT:METRIC>=X" (a StopRule; `layers` must be a [grid] key): a run
+  // starts only while no shallower run of its configuration (every value but layers equal) has
+  // finished meeting the rule. "" when the sweep has none.
+  std::string depth_search;
 };
 
 // Parses and expands a sweep file; `path` names it in errors ("FILE:LINE: ..."). Options the sweep
@@ -32,8 +38,10 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
 // The value options of `pathbench train` (add_train_options) and their kinds.
 OptionKinds train_option_kinds();
 
-// The run id of `pathbench train ARGS`: ARGS parsed by add_train_options, resolved, hashed.
-std::string run_id_of(const std::vector<std::string>& args);
+// The config of `pathbench train ARGS`: ARGS parsed by add_train_options and resolved.
+TrainConfig config_of(const std::vector<std::string>& args);
+// Its run id.
+inline std::string run_id_of(const std::vector<std::string>& args) { return run_id(config_of(args)); }
 
 // `--shard i/n`: the indices i, i+n, i+2n, ... below n_runs (a pb::Error if `shard` is malformed).
 std::vector<size_t> shard_indices(size_t n_runs, std::string_view shard);

@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <cmath>
 #include <cstdlib>
 
 #include "kernels/error.h"
@@ -28,7 +31,17 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--grad-clip", c.grad_clip, "clip the global gradient norm (0: off)")->capture_default_str();
   cmd.add_option("--seed", c.seed, "seed of the initialisation and the training data")->capture_default_str();
   cmd.add_option("--eval-every", c.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str();
-  cmd.add_option("--eval-n", c.eval_n, "examples per evaluation split")->capture_default_str();
+  cmd.add_option("--eval-n", c.eval_n, "examples per split of the final evaluation")->capture_default_str();
+  cmd.add_option("--eval-every-n", c.eval_every_n, "examples per split of the periodic evaluations (0: --eval-n)")
+      ->capture_default_str();
+  cmd.add_option("--eval-batch", c.eval_batch, "sequences per evaluation forward pass (0: auto, by memory)")
+      ->capture_default_str();
+  cmd.add_option("--stop-at", c.stop_at,
+                 "stop early once a periodic evaluation meets SPLIT:METRIC>=X or SPLIT:METRIC<=X "
+                 "(METRIC acc, seq_acc or loss; e.g. val:seq_acc>=0.99); needs --eval-every");
+  cmd.add_option("--patience", c.patience,
+                 "stop after N periodic evaluations without improvement of the --stop-at metric "
+                 "(else the first eval split's loss); 0: off")->capture_default_str();
   cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_option("--precision", c.precision,
@@ -81,10 +94,43 @@ void resolve_precision(const TrainConfig& c) {
     fail("--precision bf16: the bf16 attention kernels need a head dim (d_model / heads) of 32, 64 or 128, got {}", head_dim);
 }
 
+void resolve_stopping(const TrainConfig& c, const Task& task) {
+  if (c.eval_every_n < 0) fail("--eval-every-n must be >= 0, got {}", c.eval_every_n);
+  if (c.patience < 0) fail("--patience must be >= 0, got {}", c.patience);
+  if ((!c.stop_at.empty() || c.patience > 0) && c.eval_every == 0)
+    fail("--stop-at and --patience are judged at the periodic evaluations: set --eval-every");
+  if (c.stop_at.empty()) return;
+  const StopRule r = parse_stop_rule(c.stop_at, "--stop-at");
+  const auto& splits = task.splits();
+  if (std::find(splits.begin() + 1, splits.end(), r.split) == splits.end())
+    fail("--stop-at '{}': '{}' is not an evaluation split of {} (splits: {})", c.stop_at, r.split,
+         task.spec().canonical(), fmt::join(splits.begin() + 1, splits.end(), ", "));
+}
+
 }  // namespace
 
+std::string StopRule::text() const { return fmt::format("{}:{}{}{}", split, metric, at_least ? ">=" : "<=", value); }
+
+StopRule parse_stop_rule(const std::string& text, const std::string& what) {
+  const auto colon = text.find(':');
+  const auto op = text.find_first_of("<>", colon == std::string::npos ? 0 : colon);
+  StopRule r;
+  if (colon != std::string::npos && op != std::string::npos && op + 1 < text.size() && text[op + 1] == '=') {
+    r.split = text.substr(0, colon), r.metric = text.substr(colon + 1, op - colon - 1), r.at_least = text[op] == '>';
+    const std::string num = text.substr(op + 2);
+    char* end = nullptr;
+    r.value = num.empty() ? NAN : std::strtod(num.c_str(), &end);
+    if (!r.split.empty() && (r.metric == "acc" || r.metric == "seq_acc" || r.metric == "loss") && end &&
+        *end == '\0' && std::isfinite(r.value))
+      return r;
+  }
+  fail("{} '{}': expected SPLIT:METRIC>=X or SPLIT:METRIC<=X with METRIC acc, seq_acc or loss (e.g. val:seq_acc>=0.99)",
+       what, text);
+}
+
 void resolve(TrainConfig& c) {
-  c.task = make_task(c.task)->spec().canonical();
+  const auto task = make_task(c.task);
+  c.task = task->spec().canonical();
   c.pe = resolve_encoding(c.pe).canonical();
   if (c.layers < 1) fail("--layers must be >= 1, got {}", c.layers);
   if (c.heads < 1 || c.d_model < 1 || c.d_model % c.heads)
@@ -101,6 +147,9 @@ void resolve(TrainConfig& c) {
   if (c.threads < 0) fail("--threads must be >= 0, got {}", c.threads);
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
+  if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
+  resolve_stopping(c, *task);
+  if (!c.stop_at.empty()) c.stop_at = parse_stop_rule(c.stop_at, "--stop-at").text();
   resolve_precision(c);
   resolve_data_parallel(c);
 }
@@ -114,7 +163,11 @@ nlohmann::json semantic_json(const TrainConfig& c) {
                       {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
                       {"seed", c.seed},           {"eval_every", c.eval_every},
                       {"eval_n", c.eval_n},       {"data", c.data}};
-  if (c.precision != "fp32") j["precision"] = c.precision;  // fp32 runs keep their earlier ids
+  // Options added later enter the id only when set, so earlier runs keep their ids.
+  if (c.precision != "fp32") j["precision"] = c.precision;
+  if (c.eval_every_n) j["eval_every_n"] = c.eval_every_n;
+  if (!c.stop_at.empty()) j["stop_at"] = c.stop_at;
+  if (c.patience) j["patience"] = c.patience;
   return j;
 }
 
@@ -123,6 +176,10 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["device"] = c.device;
   j["precision"] = c.precision;
   j["threads"] = c.threads;
+  j["eval_batch"] = c.eval_batch;
+  j["eval_every_n"] = c.eval_every_n;
+  j["stop_at"] = c.stop_at;
+  j["patience"] = c.patience;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;
   j["nccl_id_file"] = c.nccl_id_file;
@@ -148,6 +205,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.lr = j.at("lr"), c.warmup = j.at("warmup"), c.weight_decay = j.at("weight_decay");
     c.grad_clip = j.at("grad_clip"), c.seed = j.at("seed"), c.eval_every = j.at("eval_every");
     c.eval_n = j.at("eval_n"), c.data = j.at("data");
+    c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());
   }

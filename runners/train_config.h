@@ -26,7 +26,13 @@ struct TrainConfig {
   double grad_clip = 1.0;
   uint64_t seed = 0;
   int eval_every = 0;        // 0: evaluate at the end only
-  int eval_n = 512;          // examples per eval split
+  int eval_n = 512;          // examples per eval split (the final evaluation)
+  int eval_every_n = 0;      // examples per split of the periodic evaluations (0: eval_n)
+  // Early stopping, judged at the periodic evaluations (StopRule below): stop once the rule holds,
+  // or after `patience` evaluations without improvement of its metric (of the first eval split's
+  // loss when there is no rule); 0 / "" off. The learning-rate schedule still spans `steps`.
+  std::string stop_at;       // "SPLIT:METRIC>=X" or "SPLIT:METRIC<=X", METRIC acc | seq_acc | loss
+  int patience = 0;
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
   // GPU arithmetic, fp32 | tf32 | bf16 (kernels/cuda/runtime.h, Precision): fp32 everywhere; TF32
   // matmuls; bf16 matmul products and bf16 softmax / PaTH attention kernels, fp32 storage, master
@@ -36,6 +42,7 @@ struct TrainConfig {
   // Not part of the run id:
   std::string device = "auto";  // auto | cpu | cuda
   int threads = 0;              // CPU threads (0: all cores)
+  int eval_batch = 0;           // sequences per evaluation forward pass (0: auto, trainer.h)
   // Data parallelism (runners/data_parallel.h, docs/multi-gpu.md): cfg.batch is the global batch.
   int gpus = 1;                 // GPUs of this process, one thread each
   std::string nccl_id_file;     // multi-process runs: where process 0 leaves the NCCL id for the others
@@ -43,6 +50,17 @@ struct TrainConfig {
   int proc_id = -1;             // with nccl_id_file: this one (−1: $SLURM_PROCID or $OMPI_COMM_WORLD_RANK)
   std::string out;              // run directory
 };
+
+// A threshold on one evaluated metric: `--stop-at` and a sweep's `depth_search`.
+struct StopRule {
+  std::string split, metric;  // an eval split of the task; acc | seq_acc | loss
+  bool at_least = true;       // >= (else <=)
+  double value = 0;
+  bool holds(double x) const { return at_least ? x >= value : x <= value; }
+  std::string text() const;   // as parsed, canonical: "val:seq_acc>=0.99"
+};
+// Parses "SPLIT:METRIC>=X" / "SPLIT:METRIC<=X" (pb::Error naming `what` otherwise).
+StopRule parse_stop_rule(const std::string& text, const std::string& what);
 
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);

@@ -38,6 +38,27 @@ ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
           std::max(1, int(std::lround(cfg.mlp_ratio * cfg.d_model))), cfg.pe};
 }
 
+int64_t floats_per_token(const ModelConfig& m) {
+  const int64_t C = m.d_model, F = m.ffn, per_layer = 4 * C + 4 * C + 3 * F + 2;  // x h1 x_mid h2, q k v att, ab hh
+  return m.layers * per_layer + (4 * C + 4 * C + 3 * F) + 2 * int64_t(m.vocab) + 4;  // + backward, logits
+}
+
+int eval_batch_size(const TrainConfig& cfg, const Task& task) {
+  if (cfg.eval_batch > 0) return cfg.eval_batch;
+  const double per_seq = 4.0 * double(floats_per_token(model_config(cfg, task))) * task.seq_len();
+  const int fits = int(std::min(kEvalBatchBytes / per_seq, 1e6));
+  return std::max(cfg.batch, std::min(fits, std::max(cfg.eval_n, cfg.eval_every_n)));
+}
+
+double run_memory_bytes(const TrainConfig& cfg, const Task& task) {
+  const ModelConfig m = model_config(cfg, task);
+  const int64_t C = m.d_model, V = m.vocab;
+  const double params = double(V * C * 2 + C + m.layers * (4 * C * C + 3 * C * m.ffn + 2 * C + 8 * C));
+  const double tokens = double(std::max(cfg.batch, eval_batch_size(cfg, task))) * task.seq_len();
+  // Attention scratch (PaTH's blockwise buffers, the gates) and cuBLAS's workspace: 1.5× margin.
+  return 16 * params + 1.5 * 4 * double(floats_per_token(m)) * tokens + (64 << 20);
+}
+
 namespace {
 
 double learning_rate(const TrainConfig& c, int step) {  // step is 1-based
@@ -57,55 +78,95 @@ nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  /
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
-          {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(0) : ""},
+          {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(cuda_current_device()) : ""},
           {"precision", cfg.precision},  // "fp32" on the CPU: select_device() refuses anything else
           {"threads", omp_get_max_threads()}, {"hostname", host},
           {"gpus", cfg.gpus},  {"world_size", world_size(cfg)},
           {"start_time", now_iso()}};
 }
 
+// Early stopping (TrainConfig::stop_at, patience), fed the periodic evaluations.
+class EarlyStop {
+ public:
+  EarlyStop(const TrainConfig& cfg, const Task& task) : patience_(cfg.patience) {
+    if (!cfg.stop_at.empty()) rule_ = parse_stop_rule(cfg.stop_at, "--stop-at");
+    split_ = rule_ ? rule_->split : task.splits()[1];
+    metric_ = rule_ ? rule_->metric : "loss";
+    higher_better_ = metric_ != "loss";
+  }
+  // The evaluations of one step ({split: EvalResult::to_json()}): why to stop now, or "".
+  std::string update(const nlohmann::json& evals, int step) {
+    const double x = evals.at(split_).at(metric_).get<double>();
+    if (rule_ && rule_->holds(x)) return fmt::format("stop_at {} ({} at step {})", rule_->text(), x, step);
+    if (best_step_ < 0 || (higher_better_ ? x > best_ : x < best_)) best_ = x, best_step_ = step, since_best_ = 0;
+    else ++since_best_;
+    if (patience_ > 0 && since_best_ >= patience_)
+      return fmt::format("patience {} ({}:{} best {} at step {})", patience_, split_, metric_, best_, best_step_);
+    return "";
+  }
+
+ private:
+  std::optional<StopRule> rule_;
+  int patience_;
+  std::string split_, metric_;
+  bool higher_better_ = true;
+  double best_ = 0;
+  int best_step_ = -1, since_best_ = 0;
+};
+
 // The training loop of run_training on engine E for one data-parallel rank: fills `result`
-// (status, error, steps, loss). The rank trains on examples (s−1)·batch + rank·B + [0, B) of step
-// s, B = batch / world, so the ranks' shards make up the one-GPU batch; only rank 0 (the lead)
-// prints, evaluates and writes files (all replicas hold the same parameters).
+// (status, error, the stop, evaluation time) and `loss`, `step` (the last step trained). The rank
+// trains on examples (s−1)·batch + rank·B + [0, B) of step s, B = batch / world, so the ranks'
+// shards make up the one-GPU batch; only rank 0 (the lead) prints, evaluates and writes files
+// (all replicas hold the same parameters). Returns false when ctx.cancel stopped it.
 template <class E>
-void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
-           const Shard& shard, nlohmann::json& result, double& loss, int& step,
+bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
+           const Shard& shard, const RunContext& ctx, nlohmann::json& result, double& loss, int& step,
            const std::function<double()>& elapsed) {
   Transformer<E> model(model_config(cfg, task), cfg.seed);
   TrainStep<E> train_step(model, shard.reducer);
   const int T = task.seq_len(), train_split = 0, B = cfg.batch / shard.world;
+  const int eval_batch = eval_batch_size(cfg, task);
   const int64_t tokens_per_step = int64_t(cfg.batch) * T;
   std::optional<Progress> progress;
-  if (shard.lead()) progress.emplace(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe));
+  if (shard.lead()) progress.emplace(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe), ctx.log);
+  EarlyStop stopper(cfg, task);
   Batch batch;
+  double eval_s = 0;
 
-  auto run_evals = [&](int at_step) {
+  auto run_evals = [&](int at_step, int n) {
+    const double t0 = elapsed();
     nlohmann::json evals = nlohmann::json::object();
     for (int s = 1; s < int(task.splits().size()); ++s) {
-      const EvalResult r = evaluate(model, task, s, cfg.eval_n, B);  // the training batch: no reallocation
+      const EvalResult r = evaluate(model, task, s, n, eval_batch);
       auto row = r.to_json();
       row["step"] = at_step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = T;
       append_line(dir + "eval.jsonl", row.dump());
       evals[r.split] = r.to_json();
       progress->note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
     }
+    eval_s += elapsed() - t0;
     return evals;
   };
   auto fill = [&](int s) {  // this rank's shard of the batch of step s
     fill_batch(batch, task, cfg.seed, train_split, uint64_t(s - 1) * cfg.batch + uint64_t(shard.rank) * B, B, data);
   };
+  auto cancelled = [&] { return ctx.cancel && ctx.cancel->load(std::memory_order_relaxed); };
 
   bool training = true;
+  std::string stop = "steps";
   try {
     fill(1);
+    int last = 0;  // the last step trained
     for (step = 1; step <= cfg.steps; ++step) {
+      if (cancelled()) return false;
       model.set_batch(batch.input.data(), batch.target.data(), B, T);
       const double lr = learning_rate(cfg, step);
       train_step.launch(AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
       std::tie(loss, grad_norm) = train_step.wait();
+      last = step;
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // the same global values on every rank
         result["status"] = "diverged";
         result["error"] = fmt::format("non-finite loss ({}) or gradient norm ({}) at step {}", loss, grad_norm, step);
@@ -117,12 +178,17 @@ void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
         append_line(dir + "metrics.jsonl",
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
-      if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) run_evals(step);
+      if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
+        stop = stopper.update(run_evals(step, cfg.eval_every_n ? cfg.eval_every_n : cfg.eval_n), step);
+        if (!stop.empty()) break;
+        stop = "steps";
+      }
     }
+    step = last;
     training = false;
     if (result["status"] == "ok" && shard.lead()) {
-      step = cfg.steps;
-      result["eval"] = run_evals(cfg.steps);
+      if (cancelled()) return false;
+      result["eval"] = run_evals(step, cfg.eval_n);
       save_checkpoint(model, dir + "model.safetensors");
     }
   } catch (const std::exception& e) {
@@ -133,7 +199,13 @@ void train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     result["status"] = "failed";
     result["error"] = e.what();
   }
+  // The stop: "steps" (the budget), or the rule or patience that ended it early.
+  result["stop"] = stop;
+  result["stopped_at_step"] = stop == "steps" ? nlohmann::json(nullptr) : nlohmann::json(step);
+  result["eval_s"] = eval_s;
+  result["eval_batch"] = eval_batch;
   if (progress) progress->finish();
+  return true;
 }
 
 }  // namespace
@@ -240,7 +312,7 @@ PB_INSTANTIATE(CudaEngine)
 #endif
 #undef PB_INSTANTIATE
 
-int run_training(const TrainConfig& cfg) {
+int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::function<double()> elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -268,23 +340,26 @@ int run_training(const TrainConfig& cfg) {
   nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
   double loss = 0;
   int step = 0;
+  bool finished = true;
   const nlohmann::json start = result;  // each rank fills its own copy; the process keeps its first rank's
   run_data_parallel(cfg, device, [&](const Shard& shard) {
     nlohmann::json r = start;
     double l = 0;
     int s = 0;
+    bool f = true;
     with_engine(device, [&](auto engine) {
-      train<decltype(engine)>(cfg, *task, data.get(), dir, shard, r, l, s, elapsed);
+      f = train<decltype(engine)>(cfg, *task, data.get(), dir, shard, ctx, r, l, s, elapsed);
     });
-    if (shard.rank == std::max(cfg.proc_id, 0) * cfg.gpus) result = r, loss = l, step = s;
+    if (shard.rank == std::max(cfg.proc_id, 0) * cfg.gpus) result = r, loss = l, step = s, finished = f;
   });
+  if (!finished) return kRunCancelled;
   if (!lead) return result["status"] == "ok" ? 0 : 1;
-  result["steps"] = std::min(step, cfg.steps);
+  result["steps"] = step;
   result["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   result["wall_s"] = elapsed();
   write_file_atomic(dir + "result.json", result.dump(2) + "\n");
   if (result["status"] != "ok")
-    fmt::print(stderr, "pathbench: run {}: {}\n", result["status"].get<std::string>(), result["error"].get<std::string>());
+    fmt::print(ctx.log, "pathbench: run {}: {}\n", result["status"].get<std::string>(), result["error"].get<std::string>());
   return result["status"] == "ok" ? 0 : 1;
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,18 @@ template <class E>
 EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch);
 
 ModelConfig model_config(const TrainConfig& cfg, const Task& task);
+
+// Floats of device (or host) memory the model holds per token of a batch: the activations saved
+// for the backward, the backward's buffers and the logits (Transformer::resize).
+int64_t floats_per_token(const ModelConfig& m);
+// Sequences per evaluation forward pass: --eval-batch, or (0, auto) as many as keep the buffers
+// of an evaluation batch within kEvalBatchBytes, at least the training batch and at most eval_n.
+// The buffers keep their size after an evaluation, so this bounds a run's memory.
+constexpr double kEvalBatchBytes = 1 << 30;
+int eval_batch_size(const TrainConfig& cfg, const Task& task);
+// Bytes a run of this config holds on the GPU (parameters, gradients, AdamW moments, the buffers
+// of its largest batch and a margin for attention scratch and cuBLAS): sizes `sweep --pack auto`.
+double run_memory_bytes(const TrainConfig& cfg, const Task& task);
 template <class E>
 void save_checkpoint(const Transformer<E>& model, const std::string& path);
 template <class E>
@@ -58,8 +72,16 @@ decltype(auto) with_engine(const std::string& device, F&& f) {
   return f(Cpu32{});
 }
 
+// Where a run reports, and how it is stopped from outside (a packed sweep runs many in threads).
+struct RunContext {
+  std::FILE* log = stderr;                    // progress and the closing status line
+  const std::atomic<bool>* cancel = nullptr;  // once true: stop at the next step, write no result.json
+};
+constexpr int kRunCancelled = 130;
+
 // Runs the training described by a resolved config into cfg.out. Returns the process exit code:
-// 0 ok, 1 diverged or failed (result.json says which and why).
-int run_training(const TrainConfig& cfg);
+// 0 ok, 1 diverged or failed (result.json says which and why), kRunCancelled when ctx.cancel
+// stopped it (the directory is left without result.json: pending).
+int run_training(const TrainConfig& cfg, const RunContext& ctx = {});
 
 }  // namespace pb

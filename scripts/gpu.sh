@@ -2,7 +2,7 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|ncu-stalls|all] [extra ctest args...]
+#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all] [extra ctest args...]
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" PRECISIONS="fp32 bf16" scripts/gpu.sh bench
 #   PE="path path_fox" F32=1 ATTN_SHAPES=quick scripts/gpu.sh attention
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
@@ -18,6 +18,11 @@
 # path_scan; the first NCU_COUNT launches, default 2) of that call wait: ncu's warp-state, scheduler
 # and per-instruction stall sections into $LOG_DIR (details text and SASS CSV), summarised on stdout
 # by scripts/ncu_stalls.py;
+# sweep-bench (not part of all) times the sweeps of sweeps/bench/ (24 runs of each paper sweep's
+# shape at a stated fraction of its steps) with the process engine (--jobs-per-gpu $PROCESS_K,
+# default 8) and packed (--pack auto), into results/bench/sweep.csv (scripts/sweep_bench.py), and
+# prints `sweep --estimate` for the three paper sweeps; SWEEP_BENCH="flipflop a5 mqrar" narrows it,
+# ESTIMATE=0 skips the estimates; the run records go to $SWEEP_RUNS (default build-gpu/sweep-bench);
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
 # on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
 set -euo pipefail
@@ -150,6 +155,43 @@ if [[ $mode == ncu-stalls ]]; then
     python3 scripts/ncu_stalls.py "${rep}_sass.csv"
     summary+=("ncu stalls $pe B=$B T=$T D=$D: ${rep}_details.txt, ${rep}_sass.csv")
   done
+fi
+
+if [[ $mode == sweep-bench ]]; then
+  echo "== sweep engines" >&2
+  commit=${PB_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+  date=${PB_DATE:-$(date -u +%Y-%m-%dT%H:%MZ)}
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  runs=${SWEEP_RUNS:-$BUILD/sweep-bench}
+  k=${PROCESS_K:-8}
+  for name in ${SWEEP_BENCH:-flipflop a5 mqrar}; do
+    file=sweeps/bench/$name.toml
+    full=sweeps/paper-$name.toml
+    full_runs=$("$BUILD/pathbench" sweep "$full" --out "$runs/none" --dry-run 2>/dev/null | wc -l)
+    declare -A wall=()
+    for engine in processes packed; do
+      rm -rf "$runs/$engine"
+      args=(--jobs-per-gpu "$k")
+      [[ $engine == packed ]] && args=(--pack auto)
+      t0=$(date +%s.%N)
+      "$BUILD/pathbench" sweep "$file" --out "$runs/$engine" "${args[@]}" >>"$LOG_DIR/sweep_bench_$name.log" 2>&1 ||
+        echo "sweep $name ($engine) failed: $LOG_DIR/sweep_bench_$name.log" >&2
+      wall[$engine]=$(python3 -c "print($(date +%s.%N) - $t0)")
+    done
+    pk=$(sed -n 's/.*(packed, \([0-9]*\) slots).*/\1/p' "$LOG_DIR/sweep_bench_$name.log" | tail -1)
+    python3 scripts/sweep_bench.py --sweep "$name" --full "$full" --full-runs "$full_runs" \
+      --processes "$runs/processes/bench-$name" "${wall[processes]}" "$k" \
+      --packed "$runs/packed/bench-$name" "${wall[packed]}" "$pk" \
+      --gpu "$gpu" --commit "$commit" --date "$date" --csv results/bench/sweep.csv | tee -a "$LOG_DIR/sweep_bench.txt" >&2
+  done
+  if [[ ${ESTIMATE:-1} == 1 ]]; then
+    for name in flipflop a5 mqrar; do
+      "$BUILD/pathbench" sweep "sweeps/paper-$name.toml" --out "$runs/none" --pack auto --estimate \
+        >"$LOG_DIR/estimate_$name.md" 2>>"$LOG_DIR/sweep_bench_estimate.log" || echo "estimate $name failed" >&2
+      summary+=("estimate paper-$name: $(tail -1 "$LOG_DIR/estimate_$name.md")")
+    done
+  fi
+  summary+=("sweep engines: results/bench/sweep.csv" "$(column -s, -t results/bench/sweep.csv 2>/dev/null || cat results/bench/sweep.csv)")
 fi
 
 if [[ $mode == multi || $mode == all ]] && (( $(nvidia-smi -L | wc -l) >= 2 )); then

@@ -1,6 +1,5 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
-#include <atomic>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -30,6 +29,12 @@ std::string cuda_device_name(int device) {
     return "";
   }
   return prop.name;
+}
+
+int cuda_current_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) cudaGetLastError();
+  return d;
 }
 
 namespace cuda {
@@ -71,7 +76,7 @@ ThreadContext& context() {
   return ctx;
 }
 
-std::atomic<uint64_t> g_allocations{0};
+thread_local uint64_t t_allocations = 0;  // per thread: runs packed in threads never see each other's
 
 // Sizes of the live device_alloc blocks, for allocated_bytes() and its peak.
 struct AllocTracker {
@@ -96,7 +101,7 @@ void* device_alloc(size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
   PB_CUDA_CHECK(cudaMalloc(&p, bytes));
-  ++g_allocations;
+  ++t_allocations;
   AllocTracker& t = tracker();
   const std::lock_guard<std::mutex> lock(t.mutex);
   t.sizes[p] = bytes;
@@ -116,7 +121,8 @@ void device_free(void* p) {
   }
   cudaFree(p);
 }
-uint64_t allocation_count() { return g_allocations.load(); }
+uint64_t allocation_count() { return t_allocations; }
+void memory_info(size_t& free_bytes, size_t& total_bytes) { PB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes)); }
 uint64_t allocated_bytes() {
   AllocTracker& t = tracker();
   const std::lock_guard<std::mutex> lock(t.mutex);

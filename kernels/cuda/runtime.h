@@ -14,7 +14,11 @@ void synchronize();           // waits for the calling thread's stream
 
 void* device_alloc(size_t bytes);  // cudaMalloc; counted by allocation_count()
 void device_free(void* p);
-uint64_t allocation_count();       // allocations so far: a captured graph is stale when it moved
+// The calling thread's allocations so far: a graph it captured is stale when its memory moved.
+// Per thread, so runs packed in one process (one thread each) never recapture for another's.
+uint64_t allocation_count();
+// Free and total bytes of the current device (cudaMemGetInfo).
+void memory_info(size_t& free_bytes, size_t& total_bytes);
 
 // Bytes of device memory now held through device_alloc (all threads), and the most held since
 // the start or the last reset_peak_allocated(), which sets the peak to the current bytes: the

@@ -1,0 +1,85 @@
+// The packed sweep engine on the GPU: every registered encoding trained as one run of a pack (a
+// thread of one process, its own stream and CUDA graph, all runs side by side on one GPU) against
+// the same run trained alone by the process engine. Tolerance: each logged loss within 1e-3
+// relative, the 20-step bound of tests/README.md (runs share no memory, but the kernels whose
+// float atomics sum in arrival order round differently when their timing changes, and AdamW
+// carries that); final accuracies within 2 points of the alone run's.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "kernels/io.h"
+#include "models/position/position_encoding.h"
+#include "tests/check.h"
+#include "tests/cli.h"
+
+using namespace pb;
+namespace fs = std::filesystem;
+
+namespace {
+
+// label → (losses of metrics.jsonl, result.json) of every run of sweep "pk" under `out`.
+std::map<std::string, std::pair<std::vector<double>, nlohmann::json>> runs(const fs::path& out) {
+  std::map<std::string, std::pair<std::vector<double>, nlohmann::json>> r;
+  for (const auto& e : fs::directory_iterator(out / "pk")) {
+    if (!e.is_directory()) continue;
+    const auto cfg = nlohmann::json::parse(read_file((e.path() / "config.json").string()));
+    const std::string label = cfg["pe"].get<std::string>() + " " + cfg["precision"].get<std::string>();
+    std::vector<double> losses;
+    std::istringstream lines(read_file((e.path() / "metrics.jsonl").string()));
+    for (std::string line; std::getline(lines, line);) losses.push_back(nlohmann::json::parse(line)["loss"]);
+    r[label] = {losses, nlohmann::json::parse(read_file((e.path() / "result.json").string()))};
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("pack: every encoding packed on one GPU follows the same run trained alone", "[cuda][pack]") {
+  const test::TempDir d("cuda_pack");
+  std::string pes;
+  for (const auto& e : encodings()) pes += (pes.empty() ? "\"" : ", \"") + e.schema.name + "\"";
+  const std::string text = fmt::format(R"(
+[sweep]
+name = "pk"
+task = "flipflop:len=64"
+[base]
+d_model = 64
+heads = 2
+steps = 300
+batch = 16
+eval_n = 512
+eval_every = 100
+device = "cuda"
+[grid]
+precision = ["fp32", "bf16"]
+pe = [{}]
+)", pes);
+  const std::string f = d.file("s.toml");
+  write_file_atomic(f, text);
+  const auto alone = test::run_pathbench(fmt::format("sweep {} --out {} --jobs-per-gpu 1", f, d.file("alone")));
+  INFO(alone.err);
+  REQUIRE(alone.code == 0);
+  const auto packed = test::run_pathbench(fmt::format("sweep {} --out {} --pack auto", f, d.file("packed")));
+  INFO(packed.err);
+  REQUIRE(packed.code == 0);
+  const auto a = runs(d.file("alone")), p = runs(d.file("packed"));
+  REQUIRE(a.size() == 2 * encodings().size());
+  REQUIRE(p.size() == a.size());
+  for (const auto& [label, run] : a) {
+    INFO(label);
+    const auto& [losses, result] = p.at(label);
+    REQUIRE(losses.size() == run.first.size());
+    double worst = 0;
+    for (size_t i = 0; i < losses.size(); ++i)
+      worst = std::max(worst, std::abs(losses[i] - run.first[i]) / std::abs(run.first[i]));
+    fmt::print("pack vs alone {:<14} worst loss rel diff {:.3g}, val acc {:.4f} / {:.4f}\n", label, worst,
+               result["eval"]["val"]["acc"].get<double>(), run.second["eval"]["val"]["acc"].get<double>());
+    CHECK(worst <= 1e-3);
+    CHECK(result["status"] == run.second["status"]);
+    CHECK(std::abs(result["eval"]["val"]["acc"].get<double>() - run.second["eval"]["val"]["acc"].get<double>()) <= 0.02);
+  }
+}

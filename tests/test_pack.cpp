@@ -1,0 +1,235 @@
+// The packed sweep engine (runs as threads of one process), early stopping, the evaluation batch,
+// the adaptive depth search and `sweep --estimate`, on the CPU through the built binary. The GPU
+// side (packed runs against the same runs alone) is tests/test_cuda_pack.cpp.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli.h"
+#include "kernels/io.h"
+#include "runners/trainer.h"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+using pb::test::run_pathbench;
+using pb::test::TempDir;
+
+namespace {
+
+nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(pb::read_file(p.string())); }
+
+// run_id -> "status eval" of every finished run of sweep `name` under `out`.
+std::map<std::string, std::string> results(const fs::path& out, const std::string& name) {
+  std::map<std::string, std::string> r;
+  if (!fs::exists(out / name)) return r;
+  for (const auto& e : fs::directory_iterator(out / name))
+    if (fs::exists(e.path() / "result.json")) {
+      const auto j = read_json(e.path() / "result.json");
+      r[e.path().filename().string()] = j["status"].get<std::string>() + " " + j["eval"].dump();
+    }
+  return r;
+}
+
+const char* kSweep = R"(
+[sweep]
+name = "pk"
+task = "flipflop:len=8"
+seeds = [0, 1]
+[base]
+d_model = 16
+heads = 2
+steps = 300
+batch = 4
+eval_n = 64
+device = "cpu"
+[grid]
+pe = ["rope", "path"]
+)";
+
+std::string sweep_file(const TempDir& d, const std::string& text) {
+  const std::string f = d.file("s.toml");
+  pb::write_file_atomic(f, text);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("pack: packed runs equal the process engine's, bit for bit, and a finished sweep runs nothing", "[pack]") {
+  const TempDir d("pack_eq");
+  const std::string f = sweep_file(d, kSweep);
+  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --jobs 2", f, d.file("proc"))).code == 0);
+  const auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, d.file("pack")));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Contains("(packed, 2 slots)"));
+  const auto expected = results(d.file("proc"), "pk");
+  REQUIRE(expected.size() == 4);
+  CHECK(results(d.file("pack"), "pk") == expected);
+  for (const auto& e : fs::directory_iterator(fs::path(d.file("pack")) / "pk")) {
+    if (!e.is_directory()) continue;
+    CHECK_THAT(pb::read_file((e.path() / "log.txt").string()), Contains("eval val acc"));  // its own log
+    CHECK(fs::exists(e.path() / "model.safetensors"));
+  }
+  const auto again = run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, d.file("pack")));
+  CHECK(again.code == 0);
+  CHECK_THAT(again.err, Contains("4 runs: 4 done, 0 failed, 0 to run"));
+  CHECK(run_pathbench(fmt::format("sweep {} --pack 2 --jobs 2", f)).code == 2);
+  CHECK(run_pathbench(fmt::format("sweep {} --pack 0", f)).code == 2);
+  CHECK(run_pathbench(fmt::format("sweep {} --estimate", f)).code == 2);  // needs --pack
+}
+
+TEST_CASE("pack: a run that fails is recorded, the others go on", "[pack]") {
+  const TempDir d("pack_fail");
+  std::string text = kSweep;
+  text.replace(text.find("pe = [\"rope\", \"path\"]"), 21, "data = [\"\", \"/nonexistent/train.bin\"]");
+  const std::string f = sweep_file(d, text);
+  const auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 3", f, d.path.string()));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("2 runs failed"));
+  size_t ok = 0, failed = 0;
+  for (const auto& [id, s] : results(d.path, "pk")) (s.rfind("ok ", 0) == 0 ? ok : failed) += 1;
+  CHECK(ok == 2);
+  CHECK(failed == 2);
+}
+
+TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending; a rerun finishes identically", "[pack]") {
+  const TempDir d("pack_term");
+  const std::string f = sweep_file(d, kSweep);
+  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, d.file("ref"))).code == 0);
+  const auto expected = results(d.file("ref"), "pk");
+  const fs::path out = d.file("t");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::FILE* log = std::fopen((d.path / "t.log").c_str(), "w");
+    ::dup2(::fileno(log), 2);
+    ::execl(PATHBENCH_EXE, PATHBENCH_EXE, "sweep", f.c_str(), "--out", out.c_str(), "--pack", "2", nullptr);
+    ::_exit(127);
+  }
+  bool started = false;  // a run has trained some steps
+  for (int i = 0; i < 20000 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (fs::exists(out / "pk"))
+      for (const auto& e : fs::directory_iterator(out / "pk")) started |= fs::exists(e.path() / "metrics.jsonl");
+  }
+  REQUIRE(started);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  const auto partial = results(out, "pk");
+  CHECK(partial.size() < 4);
+  for (const auto& [id, s] : partial) CHECK(s == expected.at(id));  // nothing recorded failed
+  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, out.string())).code == 0);
+  CHECK(results(out, "pk") == expected);
+}
+
+TEST_CASE("train: --stop-at ends at the first evaluation that meets it; --patience; result.json says why", "[pack][train]") {
+  const TempDir d("stop");
+  const std::string base = "train --task flipflop:len=8 --pe path --d-model 16 --heads 2 --steps 400 --batch 8 "
+                           "--eval-n 64 --eval-every 50 --device cpu --threads 1";
+  auto r = run_pathbench(fmt::format("{} --stop-at 'val:acc>=0' --out {}", base, d.file("a")));
+  REQUIRE(r.code == 0);
+  auto j = read_json(d.file("a/result.json"));
+  CHECK(j["stop"].get<std::string>().rfind("stop_at val:acc>=0 ", 0) == 0);
+  CHECK(j["stopped_at_step"] == 50);
+  CHECK(j["steps"] == 50);
+  CHECK(j["eval"]["val"]["n_seqs"] == 64);  // the final evaluation is the full one
+  CHECK(j["eval_s"].get<double>() >= 0);
+
+  r = run_pathbench(fmt::format("{} --eval-every-n 16 --out {}", base, d.file("b")));
+  REQUIRE(r.code == 0);
+  j = read_json(d.file("b/result.json"));
+  CHECK(j["stop"] == "steps");
+  CHECK(j["stopped_at_step"].is_null());
+  CHECK(j["steps"] == 400);
+  const auto evals = pb::read_file(d.file("b/eval.jsonl"));
+  CHECK_THAT(evals, Contains("\"n_seqs\":16"));  // periodic, on the subset
+  CHECK_THAT(evals, Contains("\"n_seqs\":64"));  // final
+
+  // A rule no run meets, and a learning rate too small to move a prediction: the accuracy of the
+  // second evaluation does not improve on the first, and patience 1 ends the run there.
+  r = run_pathbench(fmt::format("{} --stop-at 'val:acc>=2' --patience 1 --lr 1e-12 --warmup 0 --out {}", base, d.file("c")));
+  REQUIRE(r.code == 0);
+  j = read_json(d.file("c/result.json"));
+  CHECK(j["stop"].get<std::string>().rfind("patience 1 (val:acc best ", 0) == 0);
+  CHECK(j["steps"] == 100);
+
+  for (const char* bad : {"--stop-at 'val:acc>0.9' --eval-every 10", "--stop-at 'val:f1>=0.9' --eval-every 10",
+                          "--stop-at 'nosplit:acc>=0.9' --eval-every 10", "--stop-at 'val:acc>=x' --eval-every 10",
+                          "--stop-at 'val:acc>=0.9'", "--patience 3", "--patience -1 --eval-every 10",
+                          "--eval-batch -1", "--eval-every-n -2"}) {
+    const auto e = run_pathbench(fmt::format("train --task flipflop:len=8 --device cpu {} --out {}", bad, d.file("x")));
+    INFO(bad << ": " << e.err);
+    CHECK(e.code == 2);
+    CHECK_THAT(e.err, Contains("pathbench: error: "));
+  }
+}
+
+TEST_CASE("evaluation: the same numbers at any evaluation batch", "[pack][train]") {
+  pb::TrainConfig c;
+  c.task = "flipflop:len=16", c.pe = "path", c.d_model = 16, c.heads = 2, c.eval_n = 100, c.threads = 1;
+  pb::resolve(c);
+  const auto task = pb::make_task(c.task);
+  pb::Transformer<pb::Cpu32> model(pb::model_config(c, *task), 3);
+  const auto a = pb::evaluate(model, *task, 1, 100, 7), b = pb::evaluate(model, *task, 1, 100, 64);
+  CHECK(a.acc == b.acc);
+  CHECK(a.seq_acc == b.seq_acc);
+  CHECK(a.n == b.n);
+  CHECK(a.loss == Approx(b.loss).epsilon(1e-5));
+  // auto: at least the training batch, at most what is evaluated, bounded by memory
+  c.batch = 8;
+  CHECK(pb::eval_batch_size(c, *task) == 100);
+  c.eval_batch = 5;
+  CHECK(pb::eval_batch_size(c, *task) == 5);
+  // MQRAR with 8K values: the logits bound it to a few sequences, so the training batch is used.
+  c.eval_batch = 0, c.task = "mqrar:n_values=8160,len=768", c.d_model = 256, c.batch = 64;
+  pb::resolve(c);
+  const auto mq = pb::make_task(c.task);
+  CHECK(4.0 * double(pb::floats_per_token(pb::model_config(c, *mq))) * mq->seq_len() * 64 > pb::kEvalBatchBytes);
+  CHECK(pb::eval_batch_size(c, *mq) == 64);
+}
+
+TEST_CASE("sweep: depth_search skips deeper runs once a shallower one met the rule", "[pack][sweep]") {
+  const TempDir d("depth");
+  std::string text = kSweep;
+  text.replace(text.find("[grid]"), 6, "[grid]\nlayers = [1, 2, 3]");
+  text.replace(text.find("seeds = [0, 1]"), 14, "seeds = [0]\ndepth_search = \"val:acc>=0\"");
+  const std::string f = sweep_file(d, text);
+  auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 1", f, d.path.string()));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Contains("4 skipped by the depth search"));
+  CHECK(results(d.path, "pk").size() == 2);  // layers = 1 of rope and path
+  r = run_pathbench(fmt::format("sweep {} --out {} --dry-run", f, d.path.string()));
+  size_t skipped = 0;
+  for (size_t at = 0; (at = r.out.find("\tskipped\t", at)) != std::string::npos; ++at) ++skipped;
+  CHECK(skipped == 4);
+  // A rule no run meets skips nothing.
+  text.replace(text.find("val:acc>=0"), 10, "val:acc>=2");
+  const std::string g = sweep_file(d, text);
+  r = run_pathbench(fmt::format("sweep {} --out {} --dry-run", g, d.file("none")));
+  CHECK(r.out.find("skipped") == std::string::npos);
+  text.replace(text.find("layers = [1, 2, 3]"), 18, "");
+  CHECK(run_pathbench(fmt::format("sweep {} --dry-run", sweep_file(d, text))).code == 2);  // needs layers
+}
+
+TEST_CASE("sweep --estimate: a row per shape and the projected total, nothing run", "[pack][sweep]") {
+  const TempDir d("estimate");
+  const std::string f = sweep_file(d, kSweep);
+  const auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 2 --estimate", f, d.path.string()));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("| flipflop:len=8,p_ignore=0.8 rope:base=10000 L1 d16 H2 mlp4 B4 fp32 cpu | 2 | 2 |"));
+  CHECK_THAT(r.out, Contains(" path:w_rank=32,beta_clip=0,block=64 L1 d16 H2 mlp4 B4 fp32 cpu | 2 | 2 |"));
+  CHECK_THAT(r.out, Contains("projected: "));
+  CHECK_THAT(r.out, Contains("for 4 runs"));
+  CHECK_FALSE(fs::exists(d.path / "pk"));
+}
