@@ -37,7 +37,9 @@ export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 echo "== build ($BUILD)" >&2
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||
   { tail -30 "$LOG_DIR/configure.log"; exit 1; }
-cmake --build "$BUILD" -j "$(nproc)" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
+targets=()
+[[ $mode == sweep-bench ]] && targets=(--target pathbench)  # the CLI alone
+cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG_DIR/gpu.txt" >&2
 
 summary=()
