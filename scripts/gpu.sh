@@ -18,7 +18,7 @@
 # path_scan; the first NCU_COUNT launches, default 2) of that call wait: ncu's warp-state, scheduler
 # and per-instruction stall sections into $LOG_DIR (details text and SASS CSV), summarised on stdout
 # by scripts/ncu_stalls.py;
-# sweep-bench (not part of all) times the sweeps of sweeps/bench/ (24 runs of each paper sweep's
+# sweep-bench (not part of all) times sweeps/bench/bench-*.toml (24 runs of each paper sweep's
 # shape at a stated fraction of its steps) with the process engine (--jobs-per-gpu $PROCESS_K,
 # default 8) and packed (--pack auto), into results/bench/sweep.csv (scripts/sweep_bench.py), and
 # prints `sweep --estimate` for the three paper sweeps; SWEEP_BENCH="flipflop a5 mqrar" narrows it,
@@ -167,7 +167,7 @@ if [[ $mode == sweep-bench ]]; then
   runs=${SWEEP_RUNS:-$BUILD/sweep-bench}
   k=${PROCESS_K:-8}
   for name in ${SWEEP_BENCH:-flipflop a5 mqrar}; do
-    file=sweeps/bench/$name.toml
+    file=sweeps/bench/bench-$name.toml
     full=sweeps/paper-$name.toml
     full_runs=$("$BUILD/pathbench" sweep "$full" --out "$runs/none" --dry-run 2>/dev/null | wc -l)
     declare -A wall=()

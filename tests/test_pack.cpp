@@ -99,7 +99,7 @@ TEST_CASE("pack: a run that fails is recorded, the others go on", "[pack]") {
   CHECK(failed == 2);
 }
 
-TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending; a rerun finishes identically", "[pack]") {
+TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending, and a rerun finishes identically", "[pack]") {
   const TempDir d("pack_term");
   const std::string f = sweep_file(d, kSweep);
   REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, d.file("ref"))).code == 0);
@@ -131,7 +131,7 @@ TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending; a rerun f
   CHECK(results(out, "pk") == expected);
 }
 
-TEST_CASE("train: --stop-at ends at the first evaluation that meets it; --patience; result.json says why", "[pack][train]") {
+TEST_CASE("train: --stop-at ends at the first evaluation that meets it, --patience, result.json says why", "[pack][train]") {
   const TempDir d("stop");
   const std::string base = "train --task flipflop:len=8 --pe path --d-model 16 --heads 2 --steps 400 --batch 8 "
                            "--eval-n 64 --eval-every 50 --device cpu --threads 1";
