@@ -74,7 +74,12 @@ class TrainStep {
       graph_.launch();
     } else if (now == eager_at_) {
       graph_.begin();
-      body();
+      try {
+        body();
+      } catch (...) {
+        graph_.abort();
+        throw;
+      }
       graph_.end();
       captured_at_ = cuda::allocation_count();
       graph_.launch();

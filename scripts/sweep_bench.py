@@ -10,8 +10,10 @@ Model FLOPs of a run: steps × (6 · P · B · T + 6 · L · B · T² · d_model
 the embedding (read from model.safetensors), the second term causal attention's QKᵀ and AV
 (2 · T² · d per sequence and layer forward, ×3 with the backward). Evaluation is not counted.
 mfu = model FLOPs / wall / 790e12 (the H200's dense bf16 peak, whatever the run's precision).
-projected_full_s = wall × (full runs / runs) × (full steps / steps): the packed engine's time
-for the whole paper sweep at this benchmark's throughput, every run to its full steps.
+projected_full_s = wall × (full runs / runs) × (full steps / steps): the engine's time for the
+whole paper sweep at this benchmark's throughput, every run to its full steps. run_wall_s is a
+run's mean wall time (its own, from result.json: longer than alone when runs share the GPU),
+eval_share the fraction of the runs' time spent evaluating.
 """
 import argparse
 import csv
@@ -41,7 +43,8 @@ def params(path):
 
 
 def flops(runs_dir):
-    total, steps, n = 0.0, 0, 0
+    """Model FLOPs, steps, runs, and the runs' summed wall and evaluation seconds."""
+    total, steps, n, run_wall, eval_s = 0.0, 0, 0, 0.0, 0.0
     for d in sorted(os.listdir(runs_dir)):
         run = os.path.join(runs_dir, d)
         if not os.path.exists(os.path.join(run, "result.json")):
@@ -54,7 +57,9 @@ def flops(runs_dir):
         total += res["steps"] * (6 * params(os.path.join(run, "model.safetensors")) * B * T + 6 * L * B * T * T * C)
         steps += res["steps"]
         n += 1
-    return total, steps, n
+        run_wall += res["wall_s"]
+        eval_s += res.get("eval_s", 0.0)
+    return total, steps, n, run_wall, eval_s
 
 
 def main():
@@ -73,11 +78,12 @@ def main():
     rows, rph = [], {}
     for engine, (runs_dir, wall, k) in (("processes", a.processes), ("packed", a.packed)):
         wall = float(wall)
-        f, steps, n = flops(runs_dir)
+        f, steps, n, run_wall, eval_s = flops(runs_dir)
         rph[engine] = n / wall * 3600
         rows.append({"sweep": a.sweep, "engine": engine, "k": k, "runs": n, "wall_s": f"{wall:.1f}",
                      "runs_per_hour": f"{rph[engine]:.0f}", "ratio": "", "mfu": f"{f / wall / PEAK:.2e}",
                      "projected_full_s": f"{wall * a.full_runs / n * full_steps / (steps / n):.0f}",
+                     "run_wall_s": f"{run_wall / n:.1f}", "eval_share": f"{eval_s / run_wall:.2f}",
                      "gpu": a.gpu, "commit": a.commit, "date": a.date})
     for r in rows:
         r["ratio"] = f"{rph[r['engine']] / rph['processes']:.2f}"
@@ -93,7 +99,7 @@ def main():
     os.replace(a.csv + ".tmp", a.csv)
     for r in rows:
         print(" ".join(f"{c}={r[c]}" for c in ("sweep", "engine", "k", "runs", "wall_s", "runs_per_hour", "ratio",
-                                                "mfu", "projected_full_s")))
+                                                "mfu", "projected_full_s", "run_wall_s", "eval_share")))
 
 
 if __name__ == "__main__":

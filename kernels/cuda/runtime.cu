@@ -1,6 +1,7 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
 #include <mutex>
+#include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -46,6 +47,24 @@ void throw_cuda_error(const char* what, const char* detail, const char* file, in
 
 namespace {
 
+// Runs packed in threads of one process capture their graphs while other threads allocate, free
+// and create streams or handles; those calls synchronise the device and invalidate a capture in
+// flight on another thread ("operation failed due to a previous error during capture"), whatever
+// the capture mode. So captures hold this lock shared from Graph::begin to Graph::end, and the
+// calls that would break them take it alone (CaptureFence): they wait for the captures in flight,
+// which take milliseconds and happen once per run and evaluation batch.
+std::shared_mutex g_capture_mutex;
+thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while this thread captures
+
+// The lock held alone for one call, unless this thread is itself capturing (then the call fails
+// on its own, as it would in a single-threaded program, instead of deadlocking).
+struct CaptureFence {
+  std::unique_lock<std::shared_mutex> lock;
+  CaptureFence() : lock(g_capture_mutex, std::defer_lock) {
+    if (!t_capture_lock.owns_lock()) lock.lock();
+  }
+};
+
 constexpr size_t kBlasWorkspace = size_t(32) << 20;  // fixed, so cuBLAS never allocates in a graph
 
 struct ThreadContext {
@@ -55,6 +74,7 @@ struct ThreadContext {
   void* scratch[kScratchArenas] = {};
   size_t scratch_bytes[kScratchArenas] = {};
   ~ThreadContext() {
+    const CaptureFence fence;
     if (blas) cublasDestroy(blas);
     if (workspace) cudaFree(workspace);
     for (void* p : scratch)
@@ -66,6 +86,7 @@ struct ThreadContext {
 ThreadContext& context() {
   thread_local ThreadContext ctx;
   if (!ctx.stream) {
+    const CaptureFence fence;
     PB_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
     PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
     PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
@@ -100,7 +121,10 @@ void synchronize() { PB_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
-  PB_CUDA_CHECK(cudaMalloc(&p, bytes));
+  {
+    const CaptureFence fence;
+    PB_CUDA_CHECK(cudaMalloc(&p, bytes));
+  }
   ++t_allocations;
   AllocTracker& t = tracker();
   const std::lock_guard<std::mutex> lock(t.mutex);
@@ -119,6 +143,7 @@ void device_free(void* p) {
       t.sizes.erase(it);
     }
   }
+  const CaptureFence fence;
   cudaFree(p);
 }
 uint64_t allocation_count() { return t_allocations; }
@@ -178,11 +203,13 @@ void zero_on_device(void* dst, size_t bytes) {
 }
 
 void* host_alloc_pinned(size_t bytes) {
+  const CaptureFence fence;
   void* p = nullptr;
   PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
   return p;
 }
 void host_free_pinned(void* p) {
+  const CaptureFence fence;
   if (p) cudaFreeHost(p);
 }
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
@@ -196,16 +223,28 @@ void Graph::reset() {
 }
 void Graph::begin() {
   reset();
-  PB_CUDA_CHECK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+  stream();  // the thread's context exists before the lock is taken
+  t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex);
+  const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) t_capture_lock.unlock();
+  PB_CUDA_CHECK(err);
 }
 void Graph::end() {
   cudaGraph_t graph = nullptr;
-  PB_CUDA_CHECK(cudaStreamEndCapture(stream(), &graph));
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
+  PB_CUDA_CHECK(ended);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   PB_CUDA_CHECK(err);
   exec_ = exec;
+}
+void Graph::abort() {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
 }
 void Graph::launch() { PB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
 

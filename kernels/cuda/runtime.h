@@ -78,6 +78,7 @@ class Graph {
   ~Graph();
   void begin();   // starts capturing the stream
   void end();     // stops capturing and instantiates
+  void abort();   // stops capturing and discards it (the captured work threw)
   void launch();  // replays on the stream
   bool ready() const { return exec_ != nullptr; }
   void reset();
