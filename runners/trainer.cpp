@@ -156,6 +156,14 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
   bool training = true;
   std::string stop = "steps";
   try {
+    if constexpr (E::on_device) {
+      // One forward pass at the evaluation batch first sizes every buffer and scratch arena for it,
+      // so evaluations never reallocate: a cudaFree synchronises the whole device and would stall
+      // every run packed on it, and the step's graph would be captured again after each evaluation.
+      Batch warm;
+      fill_batch(warm, task, kEvalSeed, 1, 0, eval_batch);
+      model.forward(warm.input.data(), warm.target.data(), eval_batch, T);
+    }
     fill(1);
     int last = 0;  // the last step trained
     for (step = 1; step <= cfg.steps; ++step) {
