@@ -2,7 +2,6 @@
 // rest as `pathbench train` child processes or, with --pack, as threads of this process
 // (runners/scheduler.h), and copies the file into the sweep directory.
 #include <sched.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <charconv>
@@ -139,10 +138,6 @@ void run_sweep(const SweepOptions& o) {
   if (!o.pack.empty() && (o.jobs != 1 || o.jobs_per_gpu))
     fail("--pack runs the sweep in one process; it cannot be combined with --jobs or --jobs-per-gpu");
   if (o.estimate && o.pack.empty()) fail("--estimate projects the packed engine: give --pack K or --pack auto");
-  // Streams map onto the device's hardware work queues, 8 unless this says otherwise (read when
-  // the context is made, so before any CUDA call): with fewer queues than packed runs, runs wait
-  // behind each other's kernels. 32 is the most there are; a value already set is kept.
-  if (!o.pack.empty()) ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   const std::string text = read_file(o.file);
   Sweep sweep = parse_sweep(text, o.file, train_option_kinds());
   const std::string sweep_dir = (fs::path(o.out) / sweep.name).string();

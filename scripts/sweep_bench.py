@@ -44,7 +44,7 @@ def params(path):
 
 def flops(runs_dir):
     """Model FLOPs, steps, runs, and the runs' summed wall and evaluation seconds."""
-    total, steps, n, run_wall, eval_s = 0.0, 0, 0, 0.0, 0.0
+    total, steps, n, run_wall, eval_s, precisions = 0.0, 0, 0, 0.0, 0.0, set()
     for d in sorted(os.listdir(runs_dir)):
         run = os.path.join(runs_dir, d)
         if not os.path.exists(os.path.join(run, "result.json")):
@@ -59,7 +59,8 @@ def flops(runs_dir):
         n += 1
         run_wall += res["wall_s"]
         eval_s += res.get("eval_s", 0.0)
-    return total, steps, n, run_wall, eval_s
+        precisions.add(cfg["precision"])
+    return total, steps, n, run_wall, eval_s, "+".join(sorted(precisions))
 
 
 def main():
@@ -78,9 +79,9 @@ def main():
     rows, rph = [], {}
     for engine, (runs_dir, wall, k) in (("processes", a.processes), ("packed", a.packed)):
         wall = float(wall)
-        f, steps, n, run_wall, eval_s = flops(runs_dir)
+        f, steps, n, run_wall, eval_s, precision = flops(runs_dir)
         rph[engine] = n / wall * 3600
-        rows.append({"sweep": a.sweep, "engine": engine, "k": k, "runs": n, "wall_s": f"{wall:.1f}",
+        rows.append({"sweep": a.sweep, "precision": precision, "engine": engine, "k": k, "runs": n, "wall_s": f"{wall:.1f}",
                      "runs_per_hour": f"{rph[engine]:.0f}", "ratio": "", "mfu": f"{f / wall / PEAK:.2e}",
                      "projected_full_s": f"{wall * a.full_runs / n * full_steps / (steps / n):.0f}",
                      "run_wall_s": f"{run_wall / n:.1f}", "eval_share": f"{eval_s / run_wall:.2f}",
@@ -90,7 +91,7 @@ def main():
     cols = list(rows[0].keys())
     old = []
     if os.path.exists(a.csv):
-        old = [r for r in csv.DictReader(open(a.csv)) if r["sweep"] != a.sweep]
+        old = [r for r in csv.DictReader(open(a.csv)) if (r["sweep"], r.get("precision")) != (a.sweep, rows[0]["precision"])]
     with open(a.csv + ".tmp", "w", newline="") as f:
         w = csv.DictWriter(f, cols, lineterminator="\n")
         w.writeheader()
@@ -98,7 +99,7 @@ def main():
             w.writerow({c: r.get(c, "") for c in cols})
     os.replace(a.csv + ".tmp", a.csv)
     for r in rows:
-        print(" ".join(f"{c}={r[c]}" for c in ("sweep", "engine", "k", "runs", "wall_s", "runs_per_hour", "ratio",
+        print(" ".join(f"{c}={r[c]}" for c in ("sweep", "precision", "engine", "k", "runs", "wall_s", "runs_per_hour", "ratio",
                                                 "mfu", "projected_full_s", "run_wall_s", "eval_share")))
 
 
