@@ -28,7 +28,7 @@ const std::vector<std::string> kRunColumns = {
 const std::vector<std::string> kEvalColumns = {
     "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
     "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
-    "error_rate", "acc_ci_low", "acc_ci_high"};
+    "error_rate", "acc_ci_low", "acc_ci_high", "loss"};
 
 using Row = std::map<std::string, std::string>;
 
@@ -150,7 +150,7 @@ void collect_run(const fs::path& dir, Tables& t) {
     row["split"] = std::get<0>(key);
     row["task"] = std::get<2>(key);
     if (!row["task"].empty()) row["task_name"] = split_spec(row["task"], "task", row);
-    for (const char* k : {"len", "step", "n", "n_seqs", "acc", "seq_acc"}) row[k] = field(e, k);
+    for (const char* k : {"len", "step", "n", "n_seqs", "acc", "seq_acc", "loss"}) row[k] = field(e, k);
     add_eval_stats(row);
     t.evals.push_back(std::move(row));
   }

@@ -1,5 +1,10 @@
 // `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, mean ± sd over seeds per
-// (row, column) cell, or with --min-layers T the smallest depth whose mean reaches T.
+// (row, column) cell, or with --min-layers T the smallest depth whose mean reaches T. With
+// --best-over KEY, KEY is chosen once per row (and column, unless the columns are the splits) on
+// the selection split --select-on, and every cell reports that choice.
+#include <fmt/ranges.h>
+
+#include <map>
 #include <memory>
 
 #include "kernels/error.h"
@@ -10,7 +15,7 @@ namespace pb {
 namespace {
 
 struct TableOptions {
-  std::string csv, rows = "pe", cols = "layers", metric = "acc", split, best_over;
+  std::string csv, rows = "pe", cols = "layers", metric = "acc", split, best_over, select_on = "val";
   double min_layers = 0;
   std::vector<std::string> where;
   const CLI::Option* cols_opt = nullptr;
@@ -39,11 +44,61 @@ std::string markdown(const std::string& corner, const std::vector<std::string>& 
   return out;
 }
 
+// The rows of --best-over's choice (results.h, choose): per group of the table's keys other than
+// the split, the value with the best mean metric on split `o.select_on`, ties broken by the lower
+// mean loss there when the CSV has one. `note` gets the choices, with every tied value.
+std::vector<size_t> chosen_rows(const Csv& csv, const TableOptions& o, const std::vector<std::string>& where,
+                                const std::string& metric, const std::vector<std::string>& keys,
+                                const std::vector<size_t>& rows, bool lower, std::string& note) {
+  std::vector<std::string> group, select_where = where;
+  for (const auto& k : keys)
+    if (k != "split") group.push_back(k);
+  const bool by_split = csv.has("split");
+  if (by_split) select_where.push_back("split=" + o.select_on);
+  const std::string select_metric = by_split ? metric : metric + "_" + o.select_on;  // runs.csv: acc_<split>
+  if (!by_split && !csv.has(select_metric))
+    fail("{}: --select-on {}: no column '{}'", o.csv, o.select_on, select_metric);
+  const std::string tie_break = by_split && csv.has("loss") ? "loss" : "";
+  const auto select = select_rows(csv, select_where);
+  if (select.empty()) fail("{}: --select-on {}: no rows of that split match the selection", o.csv, o.select_on);
+  const auto choices = choose(csv, select, group, select_metric, o.best_over, lower, tie_break);
+  std::vector<size_t> group_cols;
+  for (const auto& g : group) group_cols.push_back(csv.column(g));
+  const size_t b = csv.column(o.best_over);
+  std::vector<size_t> out;
+  for (size_t r : rows) {
+    Key key;
+    for (size_t c : group_cols) key.push_back(csv.rows[r][c]);
+    const auto it = choices.find(key);
+    if (it != choices.end() && csv.rows[r][b] == it->second.value) out.push_back(r);
+  }
+  std::vector<std::map<std::string, std::string>> label_of(group.size());
+  for (size_t g = 0; g < group.size(); ++g) {
+    const auto values = distinct(csv, select, group[g]);
+    const auto names = labels(group[g], values);
+    for (size_t i = 0; i < values.size(); ++i) label_of[g][values[i]] = names[i];
+  }
+  note = fmt::format("\n{} chosen on {} by mean {}{}:\n", o.best_over, o.select_on, select_metric,
+                     tie_break.empty() ? "" : ", ties broken by the lower mean loss");
+  for (const auto& [key, c] : choices) {
+    std::string name;
+    for (size_t g = 0; g < key.size(); ++g) name += (g ? " " : "") + group[g] + "=" + label_of[g][key[g]];
+    note += fmt::format("- {}: {} = {} ({:.4g}", name, o.best_over, c.value, c.mean);
+    if (c.ties.size() > 1)
+      note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
+                          tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
+    note += ")\n";
+  }
+  return out;
+}
+
 void run_table(TableOptions o) {
   const Csv csv = read_csv(o.csv);
   const bool min_layers = o.min_layers_opt->count() > 0;
   if (min_layers && o.cols_opt->count() == 0) o.cols = "len";
   std::string split = o.split, caption = o.metric;
+  const std::vector<std::string> user_where = o.where;
+  const std::string base_metric = o.metric;
   if (!split.empty() && csv.has("split")) o.where.push_back("split=" + split);
   if (!split.empty() && !csv.has("split")) o.metric += "_" + split;  // runs.csv: acc_<split>
   if (split.empty() && csv.has("split") && o.rows != "split" && o.cols != "split") {
@@ -57,16 +112,23 @@ void run_table(TableOptions o) {
   }
   for (const auto* c : {&o.rows, &o.cols, &o.metric}) csv.column(*c);
   if (!o.best_over.empty()) csv.column(o.best_over);
-  const auto rows = select_rows(csv, o.where);
+  auto rows = select_rows(csv, o.where);
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);
   const bool lower = o.metric.find("error") != std::string::npos || o.metric.find("loss") != std::string::npos;
+  std::string note;
+  if (!o.best_over.empty()) {
+    std::vector<std::string> keys = {o.rows, o.cols};
+    if (min_layers) keys.push_back("layers");
+    rows = chosen_rows(csv, o, user_where, base_metric, keys, rows, lower, note);
+    if (rows.empty()) fail("{}: no rows have the values --best-over chose on {}", o.csv, o.select_on);
+  }
   const bool fraction = o.metric == "acc" || o.metric == "seq_acc" || o.metric.rfind("acc_", 0) == 0 ||
                         o.metric.rfind("seq_acc_", 0) == 0;
   const auto row_values = distinct(csv, rows, o.rows), col_values = distinct(csv, rows, o.cols);
   std::vector<std::pair<std::string, std::vector<std::string>>> table;
   if (!split.empty()) caption += " on " + split;
   if (min_layers) {
-    const Cells cells = aggregate(csv, rows, {o.rows, o.cols, "layers"}, o.metric, o.best_over, lower);
+    const Cells cells = aggregate(csv, rows, {o.rows, o.cols, "layers"}, o.metric, "", lower);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
@@ -84,7 +146,7 @@ void run_table(TableOptions o) {
     }
     caption = fmt::format("smallest layers with mean {} ≥ {} (— none; blank: no runs)", caption, o.min_layers);
   } else {
-    const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, o.best_over, lower);
+    const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);
     bool same_n = true;
     for (const auto& [key, st] : cells) same_n &= st.n == cells.begin()->second.n;
     for (const auto& r : row_values) {
@@ -103,10 +165,10 @@ void run_table(TableOptions o) {
     }
     caption += ", mean ± sd over seeds";
   }
-  if (!o.best_over.empty()) caption += ", best " + o.best_over + " per cell";
+  if (!o.best_over.empty()) caption += fmt::format(", {} chosen on {}", o.best_over, o.select_on);
   const auto row_labels = labels(o.rows, row_values);
   for (size_t r = 0; r < table.size(); ++r) table[r].first = row_labels[r];
-  fmt::print("*{}*\n\n{}", caption, markdown(o.rows + " \\ " + o.cols, labels(o.cols, col_values), table));
+  fmt::print("*{}*\n\n{}{}", caption, markdown(o.rows + " \\ " + o.cols, labels(o.cols, col_values), table), note);
 }
 
 }  // namespace
@@ -120,7 +182,10 @@ void add_table_command(CLI::App& app) {
                     ->capture_default_str();
   cmd->add_option("--metric", o->metric, "column to average (acc, seq_acc, error_rate, ...)")->capture_default_str();
   cmd->add_option("--split", o->split, "evaluation split (needed when the CSV has several)");
-  cmd->add_option("--best-over", o->best_over, "column (e.g. lr) whose best value by mean is taken per cell");
+  cmd->add_option("--best-over", o->best_over,
+                  "column (e.g. lr) chosen per row (and column, unless the columns are the splits) by its best "
+                  "mean on --select-on; every column reports that choice");
+  cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses")->capture_default_str();
   o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,
                                       "print the smallest layers whose mean metric reaches this value");
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")

@@ -37,7 +37,7 @@ size_t encoding_rank(std::string_view spec) {
 // Columns that hold measurements rather than settings, left out of "rows differ in" messages.
 bool is_measure(const std::string& c) {
   static const char* kMeasures[] = {"run_id", "status", "error", "step", "n", "n_seqs", "acc", "seq_acc",
-                                    "error_rate", "acc_ci_low", "acc_ci_high", "final_loss", "wall_s",
+                                    "error_rate", "acc_ci_low", "acc_ci_high", "loss", "final_loss", "wall_s",
                                     "commit", "gpu_name", "device"};
   for (const char* m : kMeasures)
     if (c == m) return true;
@@ -88,6 +88,31 @@ bool KeyLess::operator()(const Key& a, const Key& b) const {
     if (value_less(columns[i], b[i], a[i])) return false;
   }
   return false;
+}
+
+std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>& select,
+                                      const std::vector<std::string>& group, const std::string& metric,
+                                      const std::string& best_over, bool lower_is_better, const std::string& tie_break) {
+  std::vector<std::string> keys = group;
+  keys.push_back(best_over);
+  const Cells by_value = aggregate(csv, select, keys, metric, "", lower_is_better);
+  const Cells by_tie = tie_break.empty() ? Cells(KeyLess{keys}) : aggregate(csv, select, keys, tie_break, "", true);
+  std::map<Key, Choice, KeyLess> out(KeyLess{group});
+  for (const auto& [key, st] : by_value) {
+    const Key g(key.begin(), key.end() - 1);
+    const auto t = by_tie.find(key);
+    const double tie = t == by_tie.end() ? 0.0 : t->second.mean;
+    auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}});
+    if (fresh) continue;
+    Choice& c = it->second;
+    if (st.mean == c.mean) {
+      c.ties.push_back(key.back());
+      if (tie < c.tie) c.value = key.back(), c.tie = tie;
+    } else if (lower_is_better ? st.mean < c.mean : st.mean > c.mean) {
+      c = Choice{key.back(), st.mean, tie, {key.back()}};
+    }
+  }
+  return out;
 }
 
 double number(const std::string& cell, const std::string& column) {

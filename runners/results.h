@@ -54,6 +54,20 @@ using Cells = std::map<Key, Stat, KeyLess>;
 Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vector<std::string>& keys,
                 const std::string& metric, const std::string& best_over, bool lower_is_better);
 
+// The choice of `table --best-over`, made on one selection split and applied to every column: per
+// group (values of the `group` columns), the value of `best_over` with the best mean `metric` over
+// seeds on the rows `select`. Values whose means are equal tie (a saturated metric: 0 errors at
+// several learning rates); `tie_break` (a column, lower is better; "" for none) picks among them,
+// and `ties` lists them all, in value order.
+struct Choice {
+  std::string value;
+  double mean = 0, tie = 0;         // of the metric and of the tie-break column, for `value`
+  std::vector<std::string> ties;    // every value whose metric mean equals `mean`
+};
+std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>& select,
+                                      const std::vector<std::string>& group, const std::string& metric,
+                                      const std::string& best_over, bool lower_is_better, const std::string& tie_break);
+
 double number(const std::string& cell, const std::string& column);  // pb::Error if not a number
 
 }  // namespace pb

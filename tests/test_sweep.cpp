@@ -242,10 +242,34 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
         "| rope | 0.600 ± 0.141 | 0.800 ± 0.000 |\n"
         "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n");
   CHECK(cli({"table", csv, "--split", "val", "--best-over", "lr"}) ==
-        "*acc on val, mean ± sd over seeds, best lr per cell*\n\n"
+        "*acc on val, mean ± sd over seeds, lr chosen on val*\n\n"
         "| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
         "| rope | 0.600 ± 0.141 | 0.900 ± 0.000 |\n"
-        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n");
+        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n"
+        "\nlr chosen on val by mean acc:\n- pe=rope layers=1: lr = 0.001 (0.6)\n- pe=rope layers=2: lr = 0.01 (0.9)\n"
+        "- pe=path layers=1: lr = 0.001 (0.95)\n- pe=path layers=2: lr = 0.001 (1)\n");
+  // Chosen on val, reported on every split: val_sparse's better lr (0.01) is not taken.
+  pb::Csv c = pb::read_csv(csv);
+  c.header.push_back("loss");
+  for (auto& r : c.rows) r.push_back(r[7] == "0.001" ? "0.5" : "0.25");  // lr 0.01 has the lower loss
+  c.rows.push_back({"s", "x0", "flipflop:len=8", "8", "rope", "rope", "1", "0.01", "0", "val_sparse", "1000", "1", "0"});
+  c.rows.push_back({"s", "x1", "flipflop:len=8", "8", "rope", "rope", "1", "0.01", "1", "val_sparse", "1000", "1", "0"});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(cli({"table", csv, "--where", "layers=1", "--where", "pe=rope", "--cols", "split", "--best-over", "lr"}),
+             Contains("| rope | 0.600 ± 0.141 | 0.999 ± 0.000 |\n") && Contains("- pe=rope: lr = 0.001 (0.6)"));
+  CHECK_THAT(cli({"table", csv, "--where", "layers=1", "--where", "pe=rope", "--cols", "split", "--best-over", "lr",
+                  "--select-on", "val_sparse"}),
+             Contains("| rope | 0.500 ± 0.141 | 1.000 ± 0.000 |\n"));
+  // A saturated metric: path at 2 layers scores 1 at lr 0.001 and (here) at 0.01; the lower loss picks.
+  for (auto& r : c.rows)
+    if (r[4] == "path" && r[6] == "2") r[11] = "1";
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(cli({"table", csv, "--split", "val", "--where", "pe=path", "--best-over", "lr"}),
+             Contains("ties broken by the lower mean loss") &&
+                 Contains("- pe=path layers=2: lr = 0.01 (1; tied: 0.001, 0.01, mean loss 0.25)"));
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "val", "--best-over", "lr", "--select-on", "test"}),
+                    Contains("--select-on test: no rows of that split"));
+  pb::write_file_atomic(csv, evals_csv());
   CHECK(cli({"table", csv, "--split", "val_sparse", "--rows", "layers", "--cols", "pe"}) ==
         "*acc on val_sparse, mean ± sd over seeds*\n\n"
         "| layers \\ pe | rope |\n|---|---|\n| 1 | 0.999 ± 0.000 |\n");
