@@ -1,6 +1,7 @@
 // `pathbench collect RUNS_DIR -o OUT_DIR`: every run directory below RUNS_DIR (one holding
-// config.json or result.json) becomes a row of runs.csv and, per split and evaluated task, the
-// last evaluation of eval.jsonl a row of evals.csv. Column order: docs/sweeps.md.
+// config.json or result.json) becomes a row of runs.csv; per split and evaluated task, the last
+// evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
+// history.csv. Column order: docs/sweeps.md.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -24,11 +25,17 @@ namespace {
 const std::vector<std::string> kRunColumns = {
     "sweep", "run_id", "status", "error", "task", "task_name", "pe", "pe_name", "layers", "d_model",
     "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay", "grad_clip", "seed", "eval_n",
-    "data", "device", "final_loss", "wall_s", "commit", "gpu_name"};
+    "data", "device", "final_loss", "wall_s", "commit", "gpu_name", "precision", "eval_every", "eval_every_n",
+    "eval_batch", "stop_at", "patience", "steps_trained", "stop", "stopped_at_step", "eval_s"};
 const std::vector<std::string> kEvalColumns = {
     "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
     "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
-    "error_rate", "acc_ci_low", "acc_ci_high", "loss"};
+    "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
+    "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience"};
+
+// Train options past the core columns: in runs.csv, evals.csv and history.csv (empty for runs
+// written before the option existed).
+const char* const kOptionKeys[] = {"precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience"};
 
 using Row = std::map<std::string, std::string>;
 
@@ -87,7 +94,7 @@ void add_eval_stats(Row& row) {
 }
 
 struct Tables {
-  std::vector<Row> runs, evals;
+  std::vector<Row> runs, evals, history;
 };
 
 void collect_run(const fs::path& dir, Tables& t) {
@@ -100,7 +107,10 @@ void collect_run(const fs::path& dir, Tables& t) {
   for (const char* k : {"task", "pe", "layers", "d_model", "heads", "mlp_ratio", "lr", "steps", "batch",
                         "warmup", "weight_decay", "grad_clip", "seed", "eval_n", "data", "device"})
     run[k] = field(config, k);
-  for (const char* k : {"status", "error", "final_loss", "wall_s"}) run[k] = field(result, k);
+  for (const char* k : kOptionKeys) run[k] = field(config, k);
+  for (const char* k : {"status", "error", "final_loss", "wall_s", "stop", "stopped_at_step", "eval_s"})
+    run[k] = field(result, k);
+  run["steps_trained"] = field(result, "steps");
   for (const char* k : {"commit", "gpu_name", "device"})
     if (!field(meta, k).empty()) run[k] = field(meta, k);
   if (!run["task"].empty()) run["task_name"] = split_spec(run["task"], "task", run);
@@ -110,6 +120,23 @@ void collect_run(const fs::path& dir, Tables& t) {
       run["acc_" + split] = field(e, "acc");
       run["seq_acc_" + split] = field(e, "seq_acc");
     }
+  // The row of one evaluation: the run's options, then the evaluation's own columns.
+  auto eval_row = [&](const json& e, const std::string& split, const std::string& task) {
+    Row row;
+    for (const char* k : {"sweep", "run_id", "status", "pe", "pe_name", "layers", "d_model", "heads", "lr",
+                          "steps", "batch", "seed", "mlp_ratio", "warmup", "weight_decay", "grad_clip"})
+      row[k] = run[k];
+    for (const char* k : kOptionKeys) row[k] = run[k];
+    for (const auto& [k, v] : run)
+      if (k.rfind("pe_", 0) == 0) row[k] = v;
+    row["train_task"] = run["task"];
+    row["split"] = split;
+    row["task"] = task;
+    if (!row["task"].empty()) row["task_name"] = split_spec(row["task"], "task", row);
+    for (const char* k : {"len", "step", "n", "n_seqs", "acc", "seq_acc", "loss"}) row[k] = field(e, k);
+    add_eval_stats(row);
+    return row;
+  };
   // Last evaluation per (split, task): the highest step, the later line on a tie.
   std::map<std::pair<std::string, std::string>, json> last;
   const std::string evals = (dir / "eval.jsonl").string();
@@ -128,6 +155,7 @@ void collect_run(const fs::path& dir, Tables& t) {
         fail("{}:{}: invalid JSON: {}", evals, line, err.what());
       }
       const std::string task = e.contains("task") ? field(e, "task") : run["task"];
+      t.history.push_back(eval_row(e, field(e, "split"), task));
       auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);
       if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
     }
@@ -139,21 +167,7 @@ void collect_run(const fs::path& dir, Tables& t) {
     ordered.push_back({{key.first, len, key.second}, e});
   }
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [key, e] : ordered) {
-    Row row;
-    for (const char* k : {"sweep", "run_id", "status", "pe", "pe_name", "layers", "d_model", "heads", "lr",
-                          "steps", "batch", "seed"})
-      row[k] = run[k];
-    for (const auto& [k, v] : run)
-      if (k.rfind("pe_", 0) == 0) row[k] = v;
-    row["train_task"] = run["task"];
-    row["split"] = std::get<0>(key);
-    row["task"] = std::get<2>(key);
-    if (!row["task"].empty()) row["task_name"] = split_spec(row["task"], "task", row);
-    for (const char* k : {"len", "step", "n", "n_seqs", "acc", "seq_acc", "loss"}) row[k] = field(e, k);
-    add_eval_stats(row);
-    t.evals.push_back(std::move(row));
-  }
+  for (const auto& [key, e] : ordered) t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
   t.runs.push_back(std::move(run));
 }
 
@@ -203,17 +217,19 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   fs::create_directories(out_dir);
   write_file_atomic((fs::path(out_dir) / "runs.csv").string(), write_csv(to_csv(t.runs, kRunColumns)));
   write_file_atomic((fs::path(out_dir) / "evals.csv").string(), write_csv(to_csv(t.evals, kEvalColumns)));
-  fmt::print(stderr, "collect: {} runs, {} evaluation rows -> {}/runs.csv, evals.csv; {} runs without "
-             "result.json skipped (pending or running)\n", t.runs.size(), t.evals.size(), out_dir, skipped);
+  write_file_atomic((fs::path(out_dir) / "history.csv").string(), write_csv(to_csv(t.history, kEvalColumns)));
+  fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/runs.csv, evals.csv, "
+             "history.csv; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
+             t.evals.size(), t.history.size(), out_dir, skipped);
 }
 
 }  // namespace
 
 void add_collect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv and evals.csv");
+  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv, evals.csv and history.csv");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
   cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
-  cmd->add_option("-o,--out", dirs->second, "output directory for runs.csv and evals.csv")->required();
+  cmd->add_option("-o,--out", dirs->second, "output directory for runs.csv, evals.csv and history.csv")->required();
   cmd->callback([dirs] { run_collect(dirs->first, dirs->second); });
 }
 

@@ -350,7 +350,7 @@ TEST_CASE("plot: deterministic, well-formed, one series per encoding", "[sweep]"
                     Contains("no column 'seq_acc'; columns: sweep, run_id"));
 }
 
-TEST_CASE("collect: runs.csv and evals.csv from run directories", "[sweep]") {
+TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "[sweep]") {
   const fs::path d = fresh_dir("collect");
   const fs::path sweep = d / "runs" / "quick";
   fs::create_directories(sweep / "aaaa");
@@ -362,8 +362,8 @@ TEST_CASE("collect: runs.csv and evals.csv from run directories", "[sweep]") {
                             "heads": 2, "lr": 0.001, "steps": 20, "batch": 4, "seed": 3, "device": "auto"})");
   pb::write_file_atomic((sweep / "aaaa" / "meta.json").string(), R"({"commit": "abc123", "device": "cpu"})");
   pb::write_file_atomic((sweep / "aaaa" / "result.json").string(),
-                        R"({"status": "ok", "error": null, "wall_s": 1.5, "final_loss": 0.25,
-                            "eval": {"val": {"acc": 0.9, "seq_acc": 0.5}}})");
+                        R"({"status": "ok", "error": null, "wall_s": 1.5, "final_loss": 0.25, "steps": 20,
+                            "stop": "steps", "eval_s": 0.5, "eval": {"val": {"acc": 0.9, "seq_acc": 0.5}}})");
   pb::write_file_atomic((sweep / "aaaa" / "eval.jsonl").string(),
                         "{\"step\": 10, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10}\n"
@@ -380,7 +380,7 @@ TEST_CASE("collect: runs.csv and evals.csv from run directories", "[sweep]") {
   REQUIRE(runs.rows.size() == 2);
   CHECK(runs.header.front() == "sweep");
   const std::vector<std::string> tail(runs.header.end() - 6, runs.header.end());
-  CHECK(tail == std::vector<std::string>{"commit", "gpu_name", "task_len", "task_p_ignore", "acc_val", "seq_acc_val"});
+  CHECK(tail == std::vector<std::string>{"stopped_at_step", "eval_s", "task_len", "task_p_ignore", "acc_val", "seq_acc_val"});
   auto get = [](const pb::Csv& c, size_t r, const char* col) { return c.rows[r][c.column(col)]; };
   CHECK(get(runs, 0, "sweep") == "quick");
   CHECK(get(runs, 0, "run_id") == "aaaa");
@@ -403,6 +403,18 @@ TEST_CASE("collect: runs.csv and evals.csv from run directories", "[sweep]") {
   CHECK(get(evals, 1, "task_len") == "16");
   CHECK(get(evals, 1, "train_task") == "flipflop:len=8,p_ignore=0.8");
   CHECK(get(evals, 1, "error_rate") == "0");
+  CHECK(get(runs, 0, "steps_trained") == "20");
+  CHECK(get(runs, 0, "stop") == "steps");
+  CHECK(get(runs, 0, "stopped_at_step").empty());
+  CHECK(get(runs, 0, "eval_s") == "0.5");
+  CHECK(get(runs, 0, "precision").empty());  // a config written before the option existed
+  const pb::Csv history = pb::read_csv(out + "/history.csv");  // every evaluation, in file order
+  REQUIRE(history.rows.size() == 3);
+  CHECK(history.header == evals.header);
+  CHECK(get(history, 0, "step") == "10");
+  CHECK(get(history, 0, "acc") == "0.5");
+  CHECK(get(history, 0, "error_rate") == "0.5");
+  CHECK(get(history, 2, "len") == "16");
 }
 
 TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[sweep]") {
