@@ -207,7 +207,9 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     result["status"] = "failed";
     result["error"] = e.what();
   }
-  // The stop: "steps" (the budget), or the rule or patience that ended it early.
+  // The stop: "steps" (the budget), the rule or patience that ended it early, or the status
+  // ("diverged", "failed") of a run that ended otherwise.
+  if (result["status"] != "ok") stop = result["status"].get<std::string>();
   result["stop"] = stop;
   result["stopped_at_step"] = stop == "steps" ? nlohmann::json(nullptr) : nlohmann::json(step);
   result["eval_s"] = eval_s;
