@@ -39,4 +39,23 @@ inline RunResult run_pathbench(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
 }
 
+// A sweep of four short flip-flop runs (rope and path, seeds 0 and 1) named `name`, for the
+// end-to-end tests; `base` adds lines to its [base] section.
+inline std::string small_sweep(const std::string& name, const std::string& base = "") {
+  return fmt::format(R"(
+[sweep]
+name = "{}"
+task = "flipflop:len=8"
+seeds = [0, 1]
+[base]
+d_model = 16
+heads = 2
+steps = 300
+batch = 4
+eval_n = 64
+{}[grid]
+pe = ["rope", "path"]
+)", name, base);
+}
+
 }  // namespace pb::test

@@ -37,21 +37,7 @@ std::map<std::string, std::string> results(const fs::path& out, const std::strin
   return r;
 }
 
-const char* kSweep = R"(
-[sweep]
-name = "pk"
-task = "flipflop:len=8"
-seeds = [0, 1]
-[base]
-d_model = 16
-heads = 2
-steps = 300
-batch = 4
-eval_n = 64
-device = "cpu"
-[grid]
-pe = ["rope", "path"]
-)";
+const std::string kSweep = pb::test::small_sweep("pk", "device = \"cpu\"\n");
 
 std::string sweep_file(const TempDir& d, const std::string& text) {
   const std::string f = d.file("s.toml");

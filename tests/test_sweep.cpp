@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cli.h"
 #include "kernels/error.h"
 #include "kernels/io.h"
 #include "runners/commands.h"
@@ -502,20 +503,7 @@ pid_t find_child(pid_t parent) {
   return 0;
 }
 
-const char* kE2eSweep = R"(
-[sweep]
-name = "e2e"
-task = "flipflop:len=8"
-seeds = [0, 1]
-[base]
-d_model = 16
-heads = 2
-steps = 300
-batch = 4
-eval_n = 64
-[grid]
-pe = ["rope", "path"]
-)";
+const std::string kE2eSweep = pb::test::small_sweep("e2e");
 
 // run_id -> the "eval" object of its result.json, for every run of the e2e sweep under `out`.
 std::map<std::string, std::string> results(const fs::path& out) {
