@@ -30,7 +30,7 @@ std::map<std::string, std::pair<std::vector<double>, nlohmann::json>> runs(const
   for (const auto& e : fs::directory_iterator(out / "pk")) {
     if (!e.is_directory()) continue;
     const auto cfg = nlohmann::json::parse(read_file((e.path() / "config.json").string()));
-    const std::string label = cfg["pe"].get<std::string>() + " " + cfg["precision"].get<std::string>();
+    const std::string label = cfg.at("pe").get<std::string>() + " " + cfg.at("precision").get<std::string>();
     std::vector<double> losses;
     std::istringstream lines(read_file((e.path() / "metrics.jsonl").string()));
     for (std::string line; std::getline(lines, line);) losses.push_back(nlohmann::json::parse(line)["loss"]);
@@ -87,9 +87,9 @@ pe = [{}]
       if (i < 20) noise20 = std::max(noise20, std::abs(a2.at(label).first[i] - run.first[i]) / std::abs(run.first[i]));
     }
     fmt::print("pack vs alone {:<14} loss rel diff: steps 1-20 {:.3g} (alone vs alone {:.3g}), all {:.3g}; val acc "
-               "{:.4f} / {:.4f}\n", label, first20, noise20, worst, result["eval"]["val"]["acc"].get<double>(),
-               run.second["eval"]["val"]["acc"].get<double>());
+               "{:.4f} / {:.4f}\n", label, first20, noise20, worst, result.at("eval").at("val").at("acc").get<double>(),
+               run.second.at("eval").at("val").at("acc").get<double>());
     CHECK(first20 <= 1e-3);
-    CHECK(result["status"] == run.second["status"]);
+    CHECK(result.at("status") == run.second.at("status"));
   }
 }

@@ -32,7 +32,7 @@ std::map<std::string, std::string> results(const fs::path& out, const std::strin
   for (const auto& e : fs::directory_iterator(out / name))
     if (fs::exists(e.path() / "result.json")) {
       const auto j = read_json(e.path() / "result.json");
-      r[e.path().filename().string()] = j["status"].get<std::string>() + " " + j["eval"].dump();
+      r[e.path().filename().string()] = j.value("status", "") + " " + j.value("eval", nlohmann::json()).dump();
     }
   return r;
 }

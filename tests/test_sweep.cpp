@@ -511,7 +511,7 @@ std::map<std::string, std::string> results(const fs::path& out) {
   for (const auto& e : fs::directory_iterator(out / "e2e"))
     if (fs::exists(e.path() / "result.json")) {
       const auto j = nlohmann::json::parse(pb::read_file((e.path() / "result.json").string()));
-      r[e.path().filename().string()] = j["status"].get<std::string>() + " " + j["eval"].dump();
+      r[e.path().filename().string()] = j.value("status", "") + " " + j.value("eval", nlohmann::json()).dump();
     }
   return r;
 }
