@@ -126,9 +126,9 @@ SkipRule depth_search_rule(const std::string& rule_text, const std::vector<Job>&
       const Job& other = *it->second;
       if (other.cfg.layers >= job.cfg.layers || run_state(other.dir) != "done") continue;
       const auto r = nlohmann::json::parse(read_file(other.dir + "/result.json"));
-      const auto* x = r.contains("eval") && r["eval"].contains(rule.split) ? &r["eval"][rule.split][rule.metric] : nullptr;
-      if (r.value("status", "") == "ok" && x && x->is_number() && rule.holds(x->get<double>()))
-        return fmt::format("depth search: layers={} met {} ({})", other.cfg.layers, rule.text(), x->get<double>());
+      const auto x = r.value(nlohmann::json::json_pointer("/eval/" + rule.split + "/" + rule.metric), nlohmann::json());
+      if (r.value("status", "") == "ok" && x.is_number() && rule.holds(x.get<double>()))
+        return fmt::format("depth search: layers={} met {} ({})", other.cfg.layers, rule.text(), x.get<double>());
     }
     return "";
   };
