@@ -7,6 +7,7 @@
 #include <charconv>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -110,9 +111,9 @@ std::vector<int> pack_slots(const SweepOptions& o, const std::vector<Job>& jobs)
 
 // The adaptive depth search of a sweep (sweep.h, depth_search): a job is skipped once a run of its
 // configuration with fewer layers has finished meeting the rule.
-SkipRule depth_search_rule(const std::string& rule_text, const std::vector<Job>& all) {
-  if (rule_text.empty()) return {};
-  const StopRule rule = parse_stop_rule(rule_text, "depth_search");
+SkipRule depth_search_rule(const std::optional<StopRule>& depth_rule, const std::vector<Job>& all) {
+  if (!depth_rule) return {};
+  const StopRule rule = *depth_rule;
   auto group = [](const TrainConfig& c) {
     auto j = semantic_json(c);
     j.erase("layers");
@@ -144,6 +145,8 @@ void run_sweep(const SweepOptions& o) {
   const bool packed = !o.pack.empty();
   const std::vector<std::string> slots = packed ? std::vector<std::string>{} : process_slots(o);
   const bool on_gpus = packed ? cuda_built() && cuda_device_count() > 0 : !slots.front().empty();
+  std::optional<StopRule> depth_rule;
+  if (!sweep.depth_search.empty()) depth_rule = parse_stop_rule(sweep.depth_search, "depth_search");
   // Every run of the sweep (or shard), resolved; the first of two with one config only.
   std::vector<Job> all;
   std::set<std::string> seen;
@@ -160,12 +163,7 @@ void run_sweep(const SweepOptions& o) {
                  sweep.runs[i].label);
       continue;
     }
-    if (!sweep.depth_search.empty()) {
-      const auto splits = make_task(cfg.task)->splits();
-      const StopRule rule = parse_stop_rule(sweep.depth_search, "depth_search");
-      if (std::find(splits.begin() + 1, splits.end(), rule.split) == splits.end())
-        fail("{}: depth_search '{}': '{}' is not an evaluation split of {}", o.file, rule.text(), rule.split, cfg.task);
-    }
+    if (depth_rule) check_eval_split(*depth_rule, cfg.task, fmt::format("{}: depth_search '{}'", o.file, depth_rule->text()));
     const std::string dir = (fs::path(sweep_dir) / id).string();
     all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label});  // argv: the options, for now
   }
@@ -179,7 +177,7 @@ void run_sweep(const SweepOptions& o) {
   const size_t n_slots = packed ? devices.size() : slots.size();
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   const size_t threads = std::max<size_t>(1, cpu_count() / n_slots);
-  const SkipRule skip = depth_search_rule(sweep.depth_search, all);
+  const SkipRule skip = depth_search_rule(depth_rule, all);
   SweepProgress before{sweep.name, 0, 0, 0};
   std::vector<Job> jobs;
   for (Job& job : picked) {

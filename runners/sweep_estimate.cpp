@@ -36,8 +36,7 @@ Rate measure(const TrainConfig& cfg, int device, int k) {
   const int T = task->seq_len(), eval_batch = eval_batch_size(cfg, *task);
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::vector<double> eval_ms(k, 0);
-  double t0 = 0;
+  double eval_ms = 0, t0 = 0;  // eval_ms: thread 0's; t0: set by the last thread ready, read after the joins
   std::vector<std::thread> threads;
   for (int i = 0; i < k; ++i)
     threads.emplace_back([&, i] {
@@ -60,7 +59,7 @@ Rate measure(const TrainConfig& cfg, int device, int k) {
           const double a = now_s();
           model.forward(batch.input.data(), batch.target.data(), eval_batch, T);
           model.predictions();
-          eval_ms[0] = (now_s() - a) * 1e3 / eval_batch;  // the second (warm) one counts
+          eval_ms = (now_s() - a) * 1e3 / eval_batch;  // the second (warm) one counts
         }
       }
       for (int s = 1; s <= kWarmupSteps; ++s) one(s);
@@ -69,14 +68,14 @@ Rate measure(const TrainConfig& cfg, int device, int k) {
       for (int s = 1; s <= kMeasureSteps; ++s) one(kWarmupSteps + s);
     });
   for (auto& t : threads) t.join();
-  return {k * kMeasureSteps / (now_s() - t0), eval_ms[0]};
+  return {k * kMeasureSteps / (now_s() - t0), eval_ms};
 }
 
 // Examples evaluated over a run (periodic evaluations before `steps`, then the final one).
 double eval_examples(const TrainConfig& c, const Task& task) {
   const double splits = double(task.splits().size() - 1);
   const double periodic = c.eval_every > 0 ? double((c.steps - 1) / c.eval_every) : 0.0;
-  return splits * (periodic * (c.eval_every_n ? c.eval_every_n : c.eval_n) + c.eval_n);
+  return splits * (periodic * periodic_eval_n(c) + c.eval_n);
 }
 
 }  // namespace

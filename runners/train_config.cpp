@@ -94,17 +94,16 @@ void resolve_precision(const TrainConfig& c) {
     fail("--precision bf16: the bf16 attention kernels need a head dim (d_model / heads) of 32, 64 or 128, got {}", head_dim);
 }
 
-void resolve_stopping(const TrainConfig& c, const Task& task) {
+// Checks the early-stopping options and writes --stop-at in its canonical form.
+void resolve_stopping(TrainConfig& c) {
   if (c.eval_every_n < 0) fail("--eval-every-n must be >= 0, got {}", c.eval_every_n);
   if (c.patience < 0) fail("--patience must be >= 0, got {}", c.patience);
   if ((!c.stop_at.empty() || c.patience > 0) && c.eval_every == 0)
     fail("--stop-at and --patience are judged at the periodic evaluations: set --eval-every");
   if (c.stop_at.empty()) return;
   const StopRule r = parse_stop_rule(c.stop_at, "--stop-at");
-  const auto& splits = task.splits();
-  if (std::find(splits.begin() + 1, splits.end(), r.split) == splits.end())
-    fail("--stop-at '{}': '{}' is not an evaluation split of {} (splits: {})", c.stop_at, r.split,
-         task.spec().canonical(), fmt::join(splits.begin() + 1, splits.end(), ", "));
+  check_eval_split(r, c.task, fmt::format("--stop-at '{}'", c.stop_at));
+  c.stop_at = r.text();
 }
 
 }  // namespace
@@ -128,9 +127,15 @@ StopRule parse_stop_rule(const std::string& text, const std::string& what) {
        what, text);
 }
 
+void check_eval_split(const StopRule& rule, const std::string& task, const std::string& what) {
+  const auto splits = make_task(task)->splits();
+  if (std::find(splits.begin() + 1, splits.end(), rule.split) == splits.end())
+    fail("{}: '{}' is not an evaluation split of {} (splits: {})", what, rule.split, task,
+         fmt::join(splits.begin() + 1, splits.end(), ", "));
+}
+
 void resolve(TrainConfig& c) {
-  const auto task = make_task(c.task);
-  c.task = task->spec().canonical();
+  c.task = make_task(c.task)->spec().canonical();
   c.pe = resolve_encoding(c.pe).canonical();
   if (c.layers < 1) fail("--layers must be >= 1, got {}", c.layers);
   if (c.heads < 1 || c.d_model < 1 || c.d_model % c.heads)
@@ -148,8 +153,7 @@ void resolve(TrainConfig& c) {
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
-  resolve_stopping(c, *task);
-  if (!c.stop_at.empty()) c.stop_at = parse_stop_rule(c.stop_at, "--stop-at").text();
+  resolve_stopping(c);
   resolve_precision(c);
   resolve_data_parallel(c);
 }

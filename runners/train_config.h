@@ -61,6 +61,11 @@ struct StopRule {
 };
 // Parses "SPLIT:METRIC>=X" / "SPLIT:METRIC<=X" (pb::Error naming `what` otherwise).
 StopRule parse_stop_rule(const std::string& text, const std::string& what);
+// A pb::Error naming `what` unless the rule's split is an evaluation split of `task`.
+void check_eval_split(const StopRule& rule, const std::string& task, const std::string& what);
+
+// Examples per split of a periodic evaluation: eval_every_n, or all eval_n when it is 0.
+inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
 
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);

@@ -187,9 +187,11 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
-        stop = stopper.update(run_evals(step, cfg.eval_every_n ? cfg.eval_every_n : cfg.eval_n), step);
-        if (!stop.empty()) break;
-        stop = "steps";
+        const std::string why = stopper.update(run_evals(step, periodic_eval_n(cfg)), step);
+        if (!why.empty()) {
+          stop = why;
+          break;
+        }
       }
     }
     step = last;
