@@ -49,8 +49,8 @@ namespace {
 
 // Runs packed in threads of one process capture their graphs while other threads allocate, free
 // and create streams or handles; those calls synchronise the device and invalidate a capture in
-// flight on another thread ("operation failed due to a previous error during capture"), whatever
-// the capture mode. So captures hold this lock shared from Graph::begin to Graph::end, and the
+// flight on another thread ("operation failed due to a previous error during capture"), in the
+// thread-local capture mode used here too (seen on the H200). So captures hold this lock shared from Graph::begin to Graph::end, and the
 // calls that would break them take it alone (CaptureFence): they wait for the captures in flight,
 // which take milliseconds and happen once per run and evaluation batch.
 std::shared_mutex g_capture_mutex;
