@@ -1,7 +1,8 @@
 // `pathbench collect RUNS_DIR -o OUT_DIR`: every run directory below RUNS_DIR (one holding
 // config.json or result.json) becomes a row of runs.csv; per split and evaluated task, the last
 // evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
-// history.csv. Column order: docs/sweeps.md.
+// history.csv; the per-sequence error counts of those last evaluations rows of seqstats.csv.
+// Column order: docs/sweeps.md.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -26,16 +27,20 @@ const std::vector<std::string> kRunColumns = {
     "sweep", "run_id", "status", "error", "task", "task_name", "pe", "pe_name", "layers", "d_model",
     "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay", "grad_clip", "seed", "eval_n",
     "data", "device", "final_loss", "wall_s", "commit", "gpu_name", "precision", "eval_every", "eval_every_n",
-    "eval_batch", "stop_at", "patience", "steps_trained", "stop", "stopped_at_step", "eval_s"};
+    "eval_batch", "stop_at", "patience", "eval_sizes", "steps_trained", "stop", "stopped_at_step", "eval_s"};
 const std::vector<std::string> kEvalColumns = {
     "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
     "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
     "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
-    "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience"};
+    "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "eval_sizes"};
+
+// Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h).
+const std::vector<std::string> kSeqColumns = {"sweep", "run_id", "task", "split", "wrong", "scored", "sequences"};
 
 // Train options past the core columns: in runs.csv, evals.csv and history.csv (empty for runs
 // written before the option existed).
-const char* const kOptionKeys[] = {"precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience"};
+const char* const kOptionKeys[] = {"precision", "eval_every",   "eval_every_n", "eval_batch",
+                                   "stop_at",   "patience",     "eval_sizes"};
 
 using Row = std::map<std::string, std::string>;
 
@@ -94,7 +99,7 @@ void add_eval_stats(Row& row) {
 }
 
 struct Tables {
-  std::vector<Row> runs, evals, history;
+  std::vector<Row> runs, evals, history, seqstats;
 };
 
 void collect_run(const fs::path& dir, Tables& t) {
@@ -167,7 +172,16 @@ void collect_run(const fs::path& dir, Tables& t) {
     ordered.push_back({{key.first, len, key.second}, e});
   }
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [key, e] : ordered) t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
+  for (const auto& [key, e] : ordered) {
+    t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
+    if (!e.contains("seq_errors") || !e["seq_errors"].is_array()) continue;
+    for (const auto& bin : e["seq_errors"]) {
+      if (!bin.is_array() || bin.size() != 3) fail("{}: seq_errors entries must be [wrong, scored, sequences]", evals);
+      t.seqstats.push_back({{"sweep", run["sweep"]}, {"run_id", run["run_id"]}, {"task", std::get<2>(key)},
+                            {"split", std::get<0>(key)}, {"wrong", cell(bin[0])}, {"scored", cell(bin[1])},
+                            {"sequences", cell(bin[2])}});
+    }
+  }
   t.runs.push_back(std::move(run));
 }
 
@@ -218,18 +232,19 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   write_file_atomic((fs::path(out_dir) / "runs.csv").string(), write_csv(to_csv(t.runs, kRunColumns)));
   write_file_atomic((fs::path(out_dir) / "evals.csv").string(), write_csv(to_csv(t.evals, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "history.csv").string(), write_csv(to_csv(t.history, kEvalColumns)));
+  write_file_atomic((fs::path(out_dir) / "seqstats.csv").string(), write_csv(to_csv(t.seqstats, kSeqColumns)));
   fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/runs.csv, evals.csv, "
-             "history.csv; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
+             "history.csv, seqstats.csv; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
              t.evals.size(), t.history.size(), out_dir, skipped);
 }
 
 }  // namespace
 
 void add_collect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv, evals.csv and history.csv");
+  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
   cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
-  cmd->add_option("-o,--out", dirs->second, "output directory for runs.csv, evals.csv and history.csv")->required();
+  cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->required();
   cmd->callback([dirs] { run_collect(dirs->first, dirs->second); });
 }
 

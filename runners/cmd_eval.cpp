@@ -21,7 +21,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--run", o->run, "run directory written by `pathbench train`")->required();
   cmd->add_option("--split", o->split, "one split (default: every eval split)");
   cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)");
-  cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n)");
+  cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n, or its --eval-sizes entry)");
   cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([o] {
     const std::string config_path = o->run + "/config.json";
@@ -47,8 +47,9 @@ void add_eval_command(CLI::App& app) {
       Transformer<decltype(engine)> model(model_config(cfg, *task), cfg.seed);
       load_checkpoint(model, o->run + "/model.safetensors");
       for (int s : splits) {
-        const EvalResult r = evaluate(model, *task, s, o->n ? o->n : cfg.eval_n, cfg.batch);
-        auto row = r.to_json();
+        const int n = o->n ? o->n : final_eval_n(cfg, task->splits()[s]);
+        const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task));
+        auto row = r.to_json(true);
         row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
         row["len"] = task->seq_len();
         append_line(o->run + "/eval.jsonl", row.dump());

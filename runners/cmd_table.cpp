@@ -4,10 +4,13 @@
 // the selection split --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
 
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "kernels/error.h"
+#include "runners/bootstrap.h"
 #include "runners/commands.h"
 #include "runners/results.h"
 
@@ -17,6 +20,7 @@ namespace {
 struct TableOptions {
   std::string csv, rows = "pe", cols = "layers", metric = "acc", split, best_over, select_on = "val";
   double min_layers = 0;
+  bool per_seed = false, percent = false;
   std::vector<std::string> where;
   const CLI::Option* cols_opt = nullptr;
   const CLI::Option* min_layers_opt = nullptr;
@@ -92,6 +96,97 @@ std::vector<size_t> chosen_rows(const Csv& csv, const TableOptions& o, const std
   return out;
 }
 
+
+// The per-sequence error counts of seqstats.csv beside an evals.csv, by (run_id, task, split).
+using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, SeqHist>;
+SeqStats read_seqstats(const std::string& path) {
+  SeqStats out;
+  if (!std::filesystem::exists(path)) return out;
+  const Csv csv = read_csv(path);
+  const size_t id = csv.column("run_id"), task = csv.column("task"), split = csv.column("split");
+  const size_t w = csv.column("wrong"), sc = csv.column("scored"), n = csv.column("sequences");
+  for (const auto& r : csv.rows)
+    out[{r[id], r[task], r[split]}].push_back(
+        {int64_t(number(r[w], "wrong")), int64_t(number(r[sc], "scored")), int64_t(number(r[n], "sequences"))});
+  return out;
+}
+
+constexpr int kReplicates = 2000;
+
+// How the cells of a pivot are written: mean ± sd over seeds; or, when every row of the table has
+// its per-sequence counts (seqstats.csv) and the metric is acc, error_rate or seq_acc, the mean and
+// the 95% nested bootstrap interval (seeds, then sequences within each seed), with a metric that
+// no seed missed once written as a bound: < 3/N (N scored targets, or sequences for seq_acc, over
+// all seeds: the one-sided 95% bound for zero events in N). --per-seed lists the seeds instead.
+struct CellWriter {
+  const Csv& csv;
+  const TableOptions& o;
+  SeqStats stats;
+  HistMetric hm{};
+  bool bootstrap = false, fraction = false;
+  double scale = 1;
+
+  CellWriter(const Csv& c, const TableOptions& opts, const std::vector<size_t>& rows) : csv(c), o(opts) {
+    scale = o.percent ? 100 : 1;
+    fraction = !o.percent && (o.metric == "acc" || o.metric == "seq_acc" || o.metric.rfind("acc_", 0) == 0 ||
+                              o.metric.rfind("seq_acc_", 0) == 0);
+    if (o.per_seed || !parse_hist_metric(o.metric, hm) || !csv.has("split") || !csv.has("run_id") || !csv.has("task"))
+      return;
+    stats = read_seqstats((std::filesystem::path(o.csv).parent_path() / "seqstats.csv").string());
+    bootstrap = !stats.empty();
+    for (size_t r : rows) bootstrap = bootstrap && hist(r) != nullptr;
+  }
+  const SeqHist* hist(size_t r) const {
+    const auto& row = csv.rows[r];
+    const auto it = stats.find({row[csv.column("run_id")], row[csv.column("task")], row[csv.column("split")]});
+    return it == stats.end() ? nullptr : &it->second;
+  }
+  std::string value(double v) const {
+    return fraction ? fmt::format("{:.3f}", v) : fmt::format("{:.4g}", v * scale);
+  }
+  std::string caption() const {
+    if (o.per_seed) return "per seed (s<seed> value)";
+    if (!bootstrap) return "mean ± sd over seeds (n seeds)";
+    return fmt::format("mean over seeds [95% nested bootstrap interval: seeds, then sequences; {} replicates] "
+                       "(n seeds); no error in N: < 3/N", kReplicates);
+  }
+  // `rows`: the cell's rows, one per seed, in seed order.
+  std::string cell(const Stat& st, const std::vector<size_t>& rows) const {
+    const size_t m = csv.column(o.metric);
+    if (o.per_seed) {
+      std::string out;
+      const size_t seed = csv.column("seed");
+      for (size_t r : rows)
+        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", csv.rows[r][seed], value(number(csv.rows[r][m], o.metric)));
+      return out;
+    }
+    if (!bootstrap) {
+      std::string out = value(st.mean);
+      if (st.n > 1) out += fraction ? fmt::format(" ± {:.3f}", st.sd) : fmt::format(" ± {:.2g}", st.sd * scale);
+      return out + fmt::format(" (n={})", st.n);
+    }
+    std::vector<SeqHist> seeds;
+    int64_t wrong = 0, total = 0;
+    for (size_t r : rows) {
+      seeds.push_back(*hist(r));
+      for (const auto& b : seeds.back()) {
+        wrong += b.count * (hm == HistMetric::seq_acc ? b.wrong > 0 : b.wrong);
+        total += b.count * (hm == HistMetric::seq_acc ? 1 : b.scored);
+      }
+    }
+    if (wrong == 0 && total > 0) {
+      const double bound = 3.0 / double(total);
+      return fmt::format("{} {} (0 of {}, n={})", hm == HistMetric::error_rate ? "<" : ">",
+                         value(hm == HistMetric::error_rate ? bound : 1 - bound), total, st.n);
+    }
+    uint64_t key = 1469598103934665603ULL;  // the interval's RNG seed: FNV-1a of the cell's run ids
+    for (size_t r : rows)
+      for (char c : csv.rows[r][csv.column("run_id")]) key = (key ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    const Interval ci = nested_bootstrap(seeds, hm, kReplicates, key);
+    return fmt::format("{} [{}, {}] (n={})", value(st.mean), value(ci.lo), value(ci.hi), st.n);
+  }
+};
+
 void run_table(TableOptions o) {
   const Csv csv = read_csv(o.csv);
   const bool min_layers = o.min_layers_opt->count() > 0;
@@ -122,8 +217,6 @@ void run_table(TableOptions o) {
     rows = chosen_rows(csv, o, user_where, base_metric, keys, rows, lower, note);
     if (rows.empty()) fail("{}: no rows have the values --best-over chose on {}", o.csv, o.select_on);
   }
-  const bool fraction = o.metric == "acc" || o.metric == "seq_acc" || o.metric.rfind("acc_", 0) == 0 ||
-                        o.metric.rfind("seq_acc_", 0) == 0;
   const auto row_values = distinct(csv, rows, o.rows), col_values = distinct(csv, rows, o.cols);
   std::vector<std::pair<std::string, std::vector<std::string>>> table;
   if (!split.empty()) caption += " on " + split;
@@ -146,24 +239,24 @@ void run_table(TableOptions o) {
     }
     caption = fmt::format("smallest layers with mean {} ≥ {} (— none; blank: no runs)", caption, o.min_layers);
   } else {
-    const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);
-    bool same_n = true;
-    for (const auto& [key, st] : cells) same_n &= st.n == cells.begin()->second.n;
+    const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
+    std::map<Key, std::vector<size_t>, KeyLess> cell_rows(KeyLess{{o.rows, o.cols, "seed"}});
+    const size_t rc = csv.column(o.rows), cc = csv.column(o.cols), mc = csv.column(o.metric);
+    const bool seeded = csv.has("seed");
+    for (size_t r : rows)
+      if (!csv.rows[r][mc].empty()) cell_rows[{csv.rows[r][rc], csv.rows[r][cc], seeded ? csv.rows[r][csv.column("seed")] : ""}].push_back(r);
+    const CellWriter writer(csv, o, rows);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
         auto it = cells.find({r, c});
-        std::string cell;
-        if (it != cells.end()) {
-          const Stat& st = it->second;
-          cell = fraction ? fmt::format("{:.3f}", st.mean) : fmt::format("{:.4g}", st.mean);
-          if (st.n > 1) cell += fraction ? fmt::format(" ± {:.3f}", st.sd) : fmt::format(" ± {:.2g}", st.sd);
-          if (!same_n) cell += fmt::format(" (n={})", st.n);
-        }
-        table.back().second.push_back(cell);
+        std::vector<size_t> seeds;
+        for (const auto& [key, rs] : cell_rows)
+          if (key[0] == r && key[1] == c) seeds.insert(seeds.end(), rs.begin(), rs.end());
+        table.back().second.push_back(it == cells.end() ? "" : writer.cell(it->second, seeds));
       }
     }
-    caption += ", mean ± sd over seeds";
+    caption += (o.percent ? " (%), " : ", ") + writer.caption();
   }
   if (!o.best_over.empty()) caption += fmt::format(", {} chosen on {}", o.best_over, o.select_on);
   const auto row_labels = labels(o.rows, row_values);
@@ -186,6 +279,8 @@ void add_table_command(CLI::App& app) {
                   "column (e.g. lr) chosen per row (and column, unless the columns are the splits) by its best "
                   "mean on --select-on; every column reports that choice");
   cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses")->capture_default_str();
+  cmd->add_flag("--per-seed", o->per_seed, "list each seed's value in every cell instead of the mean");
+  cmd->add_flag("--percent", o->percent, "print values × 100");
   o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,
                                       "print the smallest layers whose mean metric reaches this value");
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")

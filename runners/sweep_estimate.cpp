@@ -73,9 +73,10 @@ Rate measure(const TrainConfig& cfg, int device, int k) {
 
 // Examples evaluated over a run (periodic evaluations before `steps`, then the final one).
 double eval_examples(const TrainConfig& c, const Task& task) {
-  const double splits = double(task.splits().size() - 1);
   const double periodic = c.eval_every > 0 ? double((c.steps - 1) / c.eval_every) : 0.0;
-  return splits * (periodic * periodic_eval_n(c) + c.eval_n);
+  double n = 0;
+  for (size_t s = 1; s < task.splits().size(); ++s) n += periodic * periodic_eval_n(c) + final_eval_n(c, task.splits()[s]);
+  return n;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "kernels/error.h"
 #include "models/position/position_encoding.h"
@@ -32,6 +33,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--seed", c.seed, "seed of the initialisation and the training data")->capture_default_str();
   cmd.add_option("--eval-every", c.eval_every, "evaluate every N steps (0: at the end only)")->capture_default_str();
   cmd.add_option("--eval-n", c.eval_n, "examples per split of the final evaluation")->capture_default_str();
+  cmd.add_option("--eval-sizes", c.eval_sizes,
+                 "final-evaluation examples of named splits, SPLIT=N,... (e.g. val_sparse=327680); the others --eval-n");
   cmd.add_option("--eval-every-n", c.eval_every_n, "examples per split of the periodic evaluations (0: --eval-n)")
       ->capture_default_str();
   cmd.add_option("--eval-batch", c.eval_batch, "sequences per evaluation forward pass (0: auto, by memory)")
@@ -106,7 +109,43 @@ void resolve_stopping(TrainConfig& c) {
   c.stop_at = r.text();
 }
 
+// Checks --eval-sizes against the task's splits and writes it in split order.
+void resolve_eval_sizes(TrainConfig& c) {
+  if (c.eval_sizes.empty()) return;
+  const auto splits = make_task(c.task)->splits();
+  std::map<std::string, int> sizes;
+  for (size_t at = 0; at <= c.eval_sizes.size();) {
+    const size_t end = std::min(c.eval_sizes.find(',', at), c.eval_sizes.size());
+    const std::string item = c.eval_sizes.substr(at, end - at);
+    at = end + 1;
+    const auto eq = item.find('=');
+    const std::string split = item.substr(0, eq), num = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* stop = nullptr;
+    const long n = num.empty() ? 0 : std::strtol(num.c_str(), &stop, 10);
+    if (eq == std::string::npos || !stop || *stop != '\0' || n < 1 || n > (1 << 30))
+      fail("--eval-sizes '{}': expected SPLIT=N,... with N >= 1, got '{}'", c.eval_sizes, item);
+    if (std::find(splits.begin() + 1, splits.end(), split) == splits.end())
+      fail("--eval-sizes: '{}' is not an evaluation split of {} (splits: {})", split, c.task,
+           fmt::join(splits.begin() + 1, splits.end(), ", "));
+    if (!sizes.emplace(split, int(n)).second) fail("--eval-sizes '{}': split '{}' given twice", c.eval_sizes, split);
+  }
+  std::string canonical;
+  for (const auto& s : splits)
+    if (sizes.count(s)) canonical += fmt::format("{}{}={}", canonical.empty() ? "" : ",", s, sizes[s]);
+  c.eval_sizes = canonical;
+}
+
 }  // namespace
+
+int final_eval_n(const TrainConfig& c, const std::string& split) {
+  for (size_t at = 0; at < c.eval_sizes.size();) {
+    const size_t end = std::min(c.eval_sizes.find(',', at), c.eval_sizes.size());
+    const size_t eq = c.eval_sizes.find('=', at);
+    if (c.eval_sizes.compare(at, eq - at, split) == 0) return std::atoi(c.eval_sizes.c_str() + eq + 1);
+    at = end + 1;
+  }
+  return c.eval_n;
+}
 
 std::string StopRule::text() const { return fmt::format("{}:{}{}{}", split, metric, at_least ? ">=" : "<=", value); }
 
@@ -154,6 +193,7 @@ void resolve(TrainConfig& c) {
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
   resolve_stopping(c);
+  resolve_eval_sizes(c);
   resolve_precision(c);
   resolve_data_parallel(c);
 }
@@ -172,6 +212,7 @@ nlohmann::json semantic_json(const TrainConfig& c) {
   if (c.eval_every_n) j["eval_every_n"] = c.eval_every_n;
   if (!c.stop_at.empty()) j["stop_at"] = c.stop_at;
   if (c.patience) j["patience"] = c.patience;
+  if (!c.eval_sizes.empty()) j["eval_sizes"] = c.eval_sizes;
   return j;
 }
 
@@ -184,6 +225,7 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["eval_every_n"] = c.eval_every_n;
   j["stop_at"] = c.stop_at;
   j["patience"] = c.patience;
+  j["eval_sizes"] = c.eval_sizes;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;
   j["nccl_id_file"] = c.nccl_id_file;
@@ -210,6 +252,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.grad_clip = j.at("grad_clip"), c.seed = j.at("seed"), c.eval_every = j.at("eval_every");
     c.eval_n = j.at("eval_n"), c.data = j.at("data");
     c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
+    c.eval_sizes = j.value("eval_sizes", "");
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());
   }

@@ -28,6 +28,9 @@ struct TrainConfig {
   int eval_every = 0;        // 0: evaluate at the end only
   int eval_n = 512;          // examples per eval split (the final evaluation)
   int eval_every_n = 0;      // examples per split of the periodic evaluations (0: eval_n)
+  // Examples of the final evaluation for named splits, "SPLIT=N,..." in the task's split order
+  // after resolve() (the others: eval_n). A rare-event split needs more: flip-flop's sparse reads.
+  std::string eval_sizes;
   // Early stopping, judged at the periodic evaluations (StopRule below): stop once the rule holds,
   // or after `patience` evaluations without improvement of its metric (of the first eval split's
   // loss when there is no rule); 0 / "" off. The learning-rate schedule still spans `steps`.
@@ -66,6 +69,8 @@ void check_eval_split(const StopRule& rule, const std::string& task, const std::
 
 // Examples per split of a periodic evaluation: eval_every_n, or all eval_n when it is 0.
 inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
+// Examples of `split` in the final evaluation: its --eval-sizes entry, else eval_n.
+int final_eval_n(const TrainConfig& c, const std::string& split);
 
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);

@@ -29,8 +29,12 @@ namespace pb {
 
 namespace fs = std::filesystem;
 
-nlohmann::json EvalResult::to_json() const {
-  return {{"acc", acc}, {"seq_acc", seq_acc}, {"n", n}, {"n_seqs", n_seqs}, {"loss", loss}};
+nlohmann::json EvalResult::to_json(bool with_seq_errors) const {
+  nlohmann::json j = {{"acc", acc}, {"seq_acc", seq_acc}, {"n", n}, {"n_seqs", n_seqs}, {"loss", loss}};
+  if (!with_seq_errors) return j;
+  j["seq_errors"] = nlohmann::json::array();
+  for (const auto& [key, count] : seq_errors) j["seq_errors"].push_back({key.first, key.second, count});
+  return j;
 }
 
 ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
@@ -47,7 +51,9 @@ int eval_batch_size(const TrainConfig& cfg, const Task& task) {
   if (cfg.eval_batch > 0) return cfg.eval_batch;
   const double per_seq = 4.0 * double(floats_per_token(model_config(cfg, task))) * task.seq_len();
   const int fits = int(std::min(kEvalBatchBytes / per_seq, 1e6));
-  return std::max(cfg.batch, std::min(fits, std::max(cfg.eval_n, cfg.eval_every_n)));
+  int largest = std::max(cfg.eval_n, cfg.eval_every_n);
+  for (const auto& split : task.splits()) largest = std::max(largest, final_eval_n(cfg, split));
+  return std::max(cfg.batch, std::min(fits, largest));
 }
 
 double run_memory_bytes(const TrainConfig& cfg, const Task& task) {
@@ -134,12 +140,15 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
   Batch batch;
   double eval_s = 0;
 
-  auto run_evals = [&](int at_step, int n) {
+  // The periodic evaluations use periodic_eval_n examples per split; the final one (final = true)
+  // each split's final_eval_n and records its per-sequence error counts (EvalResult::seq_errors).
+  auto run_evals = [&](int at_step, bool final) {
     const double t0 = elapsed();
     nlohmann::json evals = nlohmann::json::object();
     for (int s = 1; s < int(task.splits().size()); ++s) {
+      const int n = final ? final_eval_n(cfg, task.splits()[s]) : periodic_eval_n(cfg);
       const EvalResult r = evaluate(model, task, s, n, eval_batch);
-      auto row = r.to_json();
+      auto row = r.to_json(final);
       row["step"] = at_step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = T;
       append_line(dir + "eval.jsonl", row.dump());
       evals[r.split] = r.to_json();
@@ -187,7 +196,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
-        const std::string why = stopper.update(run_evals(step, periodic_eval_n(cfg)), step);
+        const std::string why = stopper.update(run_evals(step, false), step);
         if (!why.empty()) {
           stop = why;
           break;
@@ -198,7 +207,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     training = false;
     if (result["status"] == "ok" && shard.lead()) {
       if (cancelled()) return false;
-      result["eval"] = run_evals(step, cfg.eval_n);
+      result["eval"] = run_evals(step, true);
       save_checkpoint(model, dir + "model.safetensors");
     }
   } catch (const std::exception& e) {
@@ -272,15 +281,15 @@ EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_ex
     const int32_t* pred = model.predictions();
     const auto* losses = model.row_losses();
     for (int i = 0; i < B; ++i) {
-      bool all = true;
+      int64_t wrong = 0, scored = 0;
       for (int t = 0; t < T; ++t) {
         const size_t o = size_t(i) * T + t;
         if (b.target[o] >= 0) loss_sum += losses[o], ++n_targets;
         if (!b.scored[o]) continue;
-        const bool ok = pred[o] == b.target[o];
-        correct += ok, all &= ok, ++r.n;
+        wrong += pred[o] != b.target[o], ++scored;
       }
-      seq_ok += all;
+      correct += scored - wrong, r.n += scored, seq_ok += wrong == 0;
+      ++r.seq_errors[{wrong, scored}];
     }
   }
   r.n_seqs = n_examples;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,11 @@ struct EvalResult {
   std::string split;
   double acc = 0, seq_acc = 0, loss = 0;  // over scored targets / sequences / targets
   int64_t n = 0, n_seqs = 0;
-  nlohmann::json to_json() const;
+  // (wrong, scored) -> sequences with `wrong` of their `scored` targets wrong: what a bootstrap
+  // over sequences resamples (runners/bootstrap.h).
+  std::map<std::pair<int64_t, int64_t>, int64_t> seq_errors;
+  // With seq_errors as "seq_errors": [[wrong, scored, sequences], ...] when asked.
+  nlohmann::json to_json(bool with_seq_errors = false) const;
 };
 
 struct Batch {
@@ -45,7 +50,8 @@ ModelConfig model_config(const TrainConfig& cfg, const Task& task);
 // for the backward, the backward's buffers and the logits (Transformer::resize).
 int64_t floats_per_token(const ModelConfig& m);
 // Sequences per evaluation forward pass: --eval-batch, or (0, auto) as many as keep the buffers
-// of an evaluation batch within kEvalBatchBytes, at least the training batch and at most eval_n.
+// of an evaluation batch within kEvalBatchBytes, at least the training batch and at most the largest
+// evaluation.
 // The buffers keep their size after an evaluation, so this bounds a run's memory.
 constexpr double kEvalBatchBytes = 1 << 30;
 int eval_batch_size(const TrainConfig& cfg, const Task& task);
