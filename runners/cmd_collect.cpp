@@ -34,8 +34,9 @@ const std::vector<std::string> kEvalColumns = {
     "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
     "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "eval_sizes"};
 
-// Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h).
-const std::vector<std::string> kSeqColumns = {"sweep", "run_id", "task", "split", "wrong", "scored", "sequences"};
+// Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h):
+// one row per evaluation, `bins` = "wrong:scored:sequences ..." (space-separated).
+const std::vector<std::string> kSeqColumns = {"sweep", "run_id", "task", "split", "bins"};
 
 // Train options past the core columns: in runs.csv, evals.csv and history.csv (empty for runs
 // written before the option existed).
@@ -175,12 +176,13 @@ void collect_run(const fs::path& dir, Tables& t) {
   for (const auto& [key, e] : ordered) {
     t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
     if (!e.contains("seq_errors") || !e["seq_errors"].is_array()) continue;
+    std::string bins;
     for (const auto& bin : e["seq_errors"]) {
       if (!bin.is_array() || bin.size() != 3) fail("{}: seq_errors entries must be [wrong, scored, sequences]", evals);
-      t.seqstats.push_back({{"sweep", run["sweep"]}, {"run_id", run["run_id"]}, {"task", std::get<2>(key)},
-                            {"split", std::get<0>(key)}, {"wrong", cell(bin[0])}, {"scored", cell(bin[1])},
-                            {"sequences", cell(bin[2])}});
+      bins += fmt::format("{}{}:{}:{}", bins.empty() ? "" : " ", cell(bin[0]), cell(bin[1]), cell(bin[2]));
     }
+    t.seqstats.push_back({{"sweep", run["sweep"]}, {"run_id", run["run_id"]}, {"task", std::get<2>(key)},
+                          {"split", std::get<0>(key)}, {"bins", bins}});
   }
   t.runs.push_back(std::move(run));
 }

@@ -44,7 +44,7 @@ Figure figure_of(const std::string& name) {
 }
 
 struct PlotOptions {
-  std::string csv, figure, out, split, metric = "acc", best_over = "lr";
+  std::string csv, figure, out, split, metric = "acc", best_over = "lr", select_on = "val";
   std::vector<std::string> where;
 };
 
@@ -90,6 +90,7 @@ void write_png(const std::string& svg_path) {
 void run_plot(PlotOptions o) {
   const Figure fig = figure_of(o.figure);
   const Csv csv = read_csv(o.csv);
+  const std::vector<std::string> user_where = o.where;
   if (!o.split.empty()) o.where.push_back("split=" + o.split);
   auto rows = select_rows(csv, o.where);
   for (const auto& c : {std::string("pe"), fig.x, o.metric}) csv.column(c);
@@ -103,10 +104,11 @@ void run_plot(PlotOptions o) {
   std::vector<std::string> facets;
   for (const auto& f : fig.facets)
     if (csv.has(f) && distinct(csv, rows, f).size() > 1) facets.push_back(f);
-  const std::string best = csv.has(o.best_over) ? o.best_over : "";
   std::vector<std::string> keys = facets;
   keys.insert(keys.end(), {"pe", fig.x});
-  const Cells cells = aggregate(csv, rows, keys, o.metric, best, false);
+  std::string note;  // the choices: `table --best-over` prints them; the figure names the rule
+  if (csv.has(o.best_over)) rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, o.metric, keys, rows, false, note);
+  const Cells cells = aggregate(csv, rows, keys, o.metric, "", false);
   if (cells.empty()) fail("{}: no values in column '{}' for the selection", o.csv, o.metric);
 
   // Panels, series and x positions, all in value order.
@@ -227,7 +229,7 @@ void run_plot(PlotOptions o) {
     ly += 18;
   }
   std::vector<std::string> notes = {"mean ± 1 sd over seeds"};
-  if (!best.empty() && distinct(csv, rows, best).size() > 1) notes.push_back("best " + best + " per point");
+  if (csv.has(o.best_over)) notes.push_back(fmt::format("{} chosen on {},", o.best_over, o.select_on));
   if (fig.error_rate) notes.push_back("open marker: no errors,");
   if (fig.error_rate) notes.push_back(n_max > 0 ? fmt::format("i.e. < 1/n (n = {:g})", n_max) : "drawn at 1e-6");
   if (!o.split.empty()) notes.push_back("split: " + o.split);
@@ -257,8 +259,10 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("--metric", o->metric, "acc or seq_acc")
       ->capture_default_str()
       ->check(CLI::IsMember({"acc", "seq_acc"}));
-  cmd->add_option("--best-over", o->best_over, "column whose best value by mean is taken per point")
+  cmd->add_option("--best-over", o->best_over,
+                  "column (e.g. lr) chosen per series and x by its best mean on --select-on, as `table --best-over`")
       ->capture_default_str();
+  cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses")->capture_default_str();
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")
       ->allow_extra_args(false);
   cmd->callback([o] { run_plot(*o); });

@@ -4,6 +4,8 @@
 // the selection split --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
 
+#include <cinttypes>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -48,66 +50,27 @@ std::string markdown(const std::string& corner, const std::vector<std::string>& 
   return out;
 }
 
-// The rows of --best-over's choice (results.h, choose): per group of the table's keys other than
-// the split, the value with the best mean metric on split `o.select_on`, ties broken by the lower
-// mean loss there when the CSV has one. `note` gets the choices, with every tied value.
-std::vector<size_t> chosen_rows(const Csv& csv, const TableOptions& o, const std::vector<std::string>& where,
-                                const std::string& metric, const std::vector<std::string>& keys,
-                                const std::vector<size_t>& rows, bool lower, std::string& note) {
-  std::vector<std::string> group, select_where = where;
-  for (const auto& k : keys)
-    if (k != "split") group.push_back(k);
-  const bool by_split = csv.has("split");
-  if (by_split) select_where.push_back("split=" + o.select_on);
-  const std::string select_metric = by_split ? metric : metric + "_" + o.select_on;  // runs.csv: acc_<split>
-  if (!by_split && !csv.has(select_metric))
-    fail("{}: --select-on {}: no column '{}'", o.csv, o.select_on, select_metric);
-  const std::string tie_break = by_split && csv.has("loss") ? "loss" : "";
-  const auto select = select_rows(csv, select_where);
-  if (select.empty()) fail("{}: --select-on {}: no rows of that split match the selection", o.csv, o.select_on);
-  const auto choices = choose(csv, select, group, select_metric, o.best_over, lower, tie_break);
-  std::vector<size_t> group_cols;
-  for (const auto& g : group) group_cols.push_back(csv.column(g));
-  const size_t b = csv.column(o.best_over);
-  std::vector<size_t> out;
-  for (size_t r : rows) {
-    Key key;
-    for (size_t c : group_cols) key.push_back(csv.rows[r][c]);
-    const auto it = choices.find(key);
-    if (it != choices.end() && csv.rows[r][b] == it->second.value) out.push_back(r);
-  }
-  std::vector<std::map<std::string, std::string>> label_of(group.size());
-  for (size_t g = 0; g < group.size(); ++g) {
-    const auto values = distinct(csv, select, group[g]);
-    const auto names = labels(group[g], values);
-    for (size_t i = 0; i < values.size(); ++i) label_of[g][values[i]] = names[i];
-  }
-  note = fmt::format("\n{} chosen on {} by mean {}{}:\n", o.best_over, o.select_on, select_metric,
-                     tie_break.empty() ? "" : ", ties broken by the lower mean loss");
-  for (const auto& [key, c] : choices) {
-    std::string name;
-    for (size_t g = 0; g < key.size(); ++g) name += (g ? " " : "") + group[g] + "=" + label_of[g][key[g]];
-    note += fmt::format("- {}: {} = {} ({:.4g}", name, o.best_over, c.value, c.mean);
-    if (c.ties.size() > 1)
-      note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
-                          tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
-    note += ")\n";
-  }
-  return out;
-}
-
-
-// The per-sequence error counts of seqstats.csv beside an evals.csv, by (run_id, task, split).
+// The per-sequence error counts of seqstats.csv beside an evals.csv, by (run_id, task, split);
+// empty when there is no such file.
 using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, SeqHist>;
 SeqStats read_seqstats(const std::string& path) {
   SeqStats out;
   if (!std::filesystem::exists(path)) return out;
   const Csv csv = read_csv(path);
   const size_t id = csv.column("run_id"), task = csv.column("task"), split = csv.column("split");
-  const size_t w = csv.column("wrong"), sc = csv.column("scored"), n = csv.column("sequences");
-  for (const auto& r : csv.rows)
-    out[{r[id], r[task], r[split]}].push_back(
-        {int64_t(number(r[w], "wrong")), int64_t(number(r[sc], "scored")), int64_t(number(r[n], "sequences"))});
+  const size_t bins = csv.column("bins");
+  for (size_t i = 0; i < csv.rows.size(); ++i) {
+    const auto& r = csv.rows[i];
+    SeqHist& h = out[{r[id], r[task], r[split]}];
+    for (size_t at = 0; at < r[bins].size();) {
+      const size_t end = std::min(r[bins].find(' ', at), r[bins].size());
+      SeqBin b;
+      if (std::sscanf(r[bins].substr(at, end - at).c_str(), "%" SCNd64 ":%" SCNd64 ":%" SCNd64, &b.wrong, &b.scored, &b.count) != 3)
+        fail("{}:{}: bins must be 'wrong:scored:sequences ...'", path, i + 2);
+      h.push_back(b);
+      at = end + 1;
+    }
+  }
   return out;
 }
 
@@ -169,9 +132,9 @@ struct CellWriter {
     int64_t wrong = 0, total = 0;
     for (size_t r : rows) {
       seeds.push_back(*hist(r));
-      for (const auto& b : seeds.back()) {
+      for (const auto& b : seeds.back()) {  // seq_acc counts the sequences with a scored target
         wrong += b.count * (hm == HistMetric::seq_acc ? b.wrong > 0 : b.wrong);
-        total += b.count * (hm == HistMetric::seq_acc ? 1 : b.scored);
+        total += b.count * (hm == HistMetric::seq_acc ? b.scored > 0 : b.scored);
       }
     }
     if (wrong == 0 && total > 0) {
@@ -214,7 +177,7 @@ void run_table(TableOptions o) {
   if (!o.best_over.empty()) {
     std::vector<std::string> keys = {o.rows, o.cols};
     if (min_layers) keys.push_back("layers");
-    rows = chosen_rows(csv, o, user_where, base_metric, keys, rows, lower, note);
+    rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, base_metric, keys, rows, lower, note);
     if (rows.empty()) fail("{}: no rows have the values --best-over chose on {}", o.csv, o.select_on);
   }
   const auto row_values = distinct(csv, rows, o.rows), col_values = distinct(csv, rows, o.cols);

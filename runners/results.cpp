@@ -1,5 +1,7 @@
 #include "runners/results.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -114,6 +116,52 @@ std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>&
   }
   return out;
 }
+
+std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, const BestOver& o,
+                                const std::string& metric, const std::vector<std::string>& keys,
+                                const std::vector<size_t>& rows, bool lower, std::string& note) {
+  std::vector<std::string> group, select_where = o.where;
+  for (const auto& k : keys)
+    if (k != "split") group.push_back(k);
+  const bool by_split = csv.has("split");
+  if (by_split) select_where.push_back("split=" + o.select_on);
+  const std::string select_metric = by_split ? metric : metric + "_" + o.select_on;  // runs.csv: acc_<split>
+  if (!by_split && !csv.has(select_metric))
+    fail("{}: --select-on {}: no column '{}'", csv_name, o.select_on, select_metric);
+  const std::string tie_break = by_split && csv.has("loss") ? "loss" : "";
+  const auto select = select_rows(csv, select_where);
+  if (select.empty()) fail("{}: --select-on {}: no rows of that split match the selection", csv_name, o.select_on);
+  const auto choices = choose(csv, select, group, select_metric, o.key, lower, tie_break);
+  std::vector<size_t> group_cols;
+  for (const auto& g : group) group_cols.push_back(csv.column(g));
+  const size_t b = csv.column(o.key);
+  std::vector<size_t> out;
+  for (size_t r : rows) {
+    Key key;
+    for (size_t c : group_cols) key.push_back(csv.rows[r][c]);
+    const auto it = choices.find(key);
+    if (it != choices.end() && csv.rows[r][b] == it->second.value) out.push_back(r);
+  }
+  std::vector<std::map<std::string, std::string>> label_of(group.size());
+  for (size_t g = 0; g < group.size(); ++g) {
+    const auto values = distinct(csv, select, group[g]);
+    const auto names = labels(group[g], values);
+    for (size_t i = 0; i < values.size(); ++i) label_of[g][values[i]] = names[i];
+  }
+  note = fmt::format("\n{} chosen on {} by mean {}{}:\n", o.key, o.select_on, select_metric,
+                     tie_break.empty() ? "" : ", ties broken by the lower mean loss");
+  for (const auto& [key, c] : choices) {
+    std::string name;
+    for (size_t g = 0; g < key.size(); ++g) name += (g ? " " : "") + group[g] + "=" + label_of[g][key[g]];
+    note += fmt::format("- {}: {} = {} ({:.4g}", name, o.key, c.value, c.mean);
+    if (c.ties.size() > 1)
+      note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
+                          tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
+    note += ")\n";
+  }
+  return out;
+}
+
 
 double number(const std::string& cell, const std::string& column) {
   double v;

@@ -68,6 +68,19 @@ std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>&
                                       const std::vector<std::string>& group, const std::string& metric,
                                       const std::string& best_over, bool lower_is_better, const std::string& tie_break);
 
+// `--best-over KEY --select-on SPLIT` of table and plot: with `where`, the user's --where filters.
+struct BestOver {
+  std::string key, select_on;
+  std::vector<std::string> where;
+};
+// The rows of `rows` that hold the choice of `choose`: per group of `keys` other than the split,
+// the value of o.key with the best mean metric on split o.select_on (in runs.csv, the column
+// <metric>_<select_on>), ties broken by the lower mean loss there when the CSV has one. `note`
+// gets the choices, with every tied value. `name` names the CSV in errors.
+std::vector<size_t> chosen_rows(const Csv& csv, const std::string& name, const BestOver& o,
+                                const std::string& metric, const std::vector<std::string>& keys,
+                                const std::vector<size_t>& rows, bool lower, std::string& note);
+
 double number(const std::string& cell, const std::string& column);  // pb::Error if not a number
 
 }  // namespace pb

@@ -90,7 +90,7 @@ TEST_CASE("binomial: mean and variance match n p and n p (1-p) within 5 standard
   }
 }
 
-TEST_CASE("binomial: p = 0, p = 1 and n = 0 are exact; bad arguments throw", "[bootstrap]") {
+TEST_CASE("binomial: p = 0, p = 1 and n = 0 are exact, bad arguments throw", "[bootstrap]") {
   pb::Rng rng = test_rng(1);
   for (int i = 0; i < 100; ++i) {
     CHECK(pb::binomial(rng, 1000, 0.0) == 0);
@@ -118,7 +118,7 @@ TEST_CASE("binomial: small cases match the exact pmf (chi-square)", "[bootstrap]
   }
 }
 
-TEST_CASE("resample: keeps the total and the bins; bin counts have multinomial means and variances",
+TEST_CASE("resample: keeps the total and the bins, and bin counts have multinomial means and variances",
           "[bootstrap]") {
   const SeqHist h = {{0, 8, 3000}, {1, 8, 500}, {2, 8, 0}, {3, 8, 40}, {8, 8, 2}, {0, 0, 458}};
   const double total = 4000;
@@ -149,7 +149,7 @@ TEST_CASE("resample: keeps the total and the bins; bin counts have multinomial m
   }
 }
 
-TEST_CASE("hist_metric: exact values on hand-made histograms; parse_hist_metric", "[bootstrap]") {
+TEST_CASE("hist_metric: exact values on hand-made histograms, and parse_hist_metric", "[bootstrap]") {
   // 20 sequences of 4 targets: 10 all right, 5 with 1 wrong, 5 all wrong; 25 of 80 targets wrong.
   const SeqHist h = {{0, 4, 10}, {1, 4, 5}, {4, 4, 5}};
   CHECK(pb::hist_metric(h, HistMetric::error_rate) == 25.0 / 80.0);
@@ -181,7 +181,7 @@ TEST_CASE("hist_metric: exact values on hand-made histograms; parse_hist_metric"
   CHECK(m == HistMetric::acc);  // untouched on failure
 }
 
-TEST_CASE("nested_bootstrap: a pure function of its arguments; lo <= hi", "[bootstrap]") {
+TEST_CASE("nested_bootstrap: a pure function of its arguments, with lo <= hi", "[bootstrap]") {
   const std::vector<SeqHist> seeds = {bernoulli_seed(5000, 400), bernoulli_seed(5000, 600),
                                       {{0, 4, 3000}, {2, 4, 1000}, {4, 4, 10}}};
   for (HistMetric m : {HistMetric::acc, HistMetric::error_rate, HistMetric::seq_acc}) {

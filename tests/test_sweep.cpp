@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -238,15 +239,15 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
   const std::string csv = (d / "evals.csv").string();
   pb::write_file_atomic(csv, evals_csv());
   CHECK(cli({"table", csv, "--split", "val", "--where", "lr=0.001"}) ==
-        "*acc on val, mean ± sd over seeds*\n\n"
+        "*acc on val, mean ± sd over seeds (n seeds)*\n\n"
         "| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
-        "| rope | 0.600 ± 0.141 | 0.800 ± 0.000 |\n"
-        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n");
+        "| rope | 0.600 ± 0.141 (n=2) | 0.800 ± 0.000 (n=2) |\n"
+        "| path | 0.950 ± 0.071 (n=2) | 1.000 ± 0.000 (n=2) |\n");
   CHECK(cli({"table", csv, "--split", "val", "--best-over", "lr"}) ==
-        "*acc on val, mean ± sd over seeds, lr chosen on val*\n\n"
+        "*acc on val, mean ± sd over seeds (n seeds), lr chosen on val*\n\n"
         "| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
-        "| rope | 0.600 ± 0.141 | 0.900 ± 0.000 |\n"
-        "| path | 0.950 ± 0.071 | 1.000 ± 0.000 |\n"
+        "| rope | 0.600 ± 0.141 (n=2) | 0.900 ± 0.000 (n=2) |\n"
+        "| path | 0.950 ± 0.071 (n=2) | 1.000 ± 0.000 (n=2) |\n"
         "\nlr chosen on val by mean acc:\n- pe=rope layers=1: lr = 0.001 (0.6)\n- pe=rope layers=2: lr = 0.01 (0.9)\n"
         "- pe=path layers=1: lr = 0.001 (0.95)\n- pe=path layers=2: lr = 0.001 (1)\n");
   // Chosen on val, reported on every split: val_sparse's better lr (0.01) is not taken.
@@ -257,10 +258,10 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
   c.rows.push_back({"s", "x1", "flipflop:len=8", "8", "rope", "rope", "1", "0.01", "1", "val_sparse", "1000", "1", "0"});
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(cli({"table", csv, "--where", "layers=1", "--where", "pe=rope", "--cols", "split", "--best-over", "lr"}),
-             Contains("| rope | 0.600 ± 0.141 | 0.999 ± 0.000 |\n") && Contains("- pe=rope: lr = 0.001 (0.6)"));
+             Contains("| rope | 0.600 ± 0.141 (n=2) | 0.999 ± 0.000 (n=2) |\n") && Contains("- pe=rope: lr = 0.001 (0.6)"));
   CHECK_THAT(cli({"table", csv, "--where", "layers=1", "--where", "pe=rope", "--cols", "split", "--best-over", "lr",
                   "--select-on", "val_sparse"}),
-             Contains("| rope | 0.500 ± 0.141 | 1.000 ± 0.000 |\n"));
+             Contains("| rope | 0.500 ± 0.141 (n=2) | 1.000 ± 0.000 (n=2) |\n"));
   // A saturated metric: path at 2 layers scores 1 at lr 0.001 and (here) at 0.01; the lower loss picks.
   for (auto& r : c.rows)
     if (r[4] == "path" && r[6] == "2") r[11] = "1";
@@ -272,11 +273,11 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
                     Contains("--select-on test: no rows of that split"));
   pb::write_file_atomic(csv, evals_csv());
   CHECK(cli({"table", csv, "--split", "val_sparse", "--rows", "layers", "--cols", "pe"}) ==
-        "*acc on val_sparse, mean ± sd over seeds*\n\n"
-        "| layers \\ pe | rope |\n|---|---|\n| 1 | 0.999 ± 0.000 |\n");
+        "*acc on val_sparse, mean ± sd over seeds (n seeds)*\n\n"
+        "| layers \\ pe | rope |\n|---|---|\n| 1 | 0.999 ± 0.000 (n=2) |\n");
   CHECK(cli({"table", csv, "--split", "val", "--where", "lr=0.001", "--where", "seed=0", "--metric", "n"}) ==
-        "*n on val, mean ± sd over seeds*\n\n| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
-        "| rope | 1000 | 1000 |\n| path | 1000 | 1000 |\n");
+        "*n on val, mean ± sd over seeds (n seeds)*\n\n| pe \\ layers | 1 | 2 |\n|---|---|---|\n"
+        "| rope | 1000 (n=1) | 1000 (n=1) |\n| path | 1000 (n=1) | 1000 (n=1) |\n");
   CHECK_THROWS_WITH(cli({"table", csv, "--split", "val"}),
                     Contains("pe=rope layers=1 has several rows for seed 0 that differ in: lr"));
   CHECK_THROWS_WITH(cli({"table", csv}), Contains("several splits (val, val_sparse); choose one with --split"));
@@ -287,7 +288,7 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
   CHECK_THROWS_WITH(cli({"table", csv}), Contains("evals.csv:2: row has 1 fields, the header has 2"));
 }
 
-TEST_CASE("table: n shown when seeds differ, min-layers", "[sweep]") {
+TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   const fs::path d = fresh_dir("minlayers");
   const std::string csv = (d / "evals.csv").string();
   pb::Csv c;
@@ -303,8 +304,50 @@ TEST_CASE("table: n shown when seeds differ, min-layers", "[sweep]") {
         "*smallest layers with mean acc ≥ 0.9 (— none; blank: no runs)*\n\n"
         "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
   CHECK(cli({"table", csv, "--where", "len=8"}) ==
-        "*acc, mean ± sd over seeds*\n\n| pe \\ layers | 1 | 2 | 3 |\n|---|---|---|---|\n"
+        "*acc, mean ± sd over seeds (n seeds)*\n\n| pe \\ layers | 1 | 2 | 3 |\n|---|---|---|---|\n"
         "| rope | 0.400 (n=1) | 0.890 (n=1) | 0.940 ± 0.014 (n=2) |\n| path | 0.950 (n=1) | 0.990 (n=1) |  |\n");
+}
+
+TEST_CASE("table: nested bootstrap intervals from seqstats.csv, bounds for zero errors, per seed, percent", "[sweep]") {
+  const fs::path d = fresh_dir("bootstrap");
+  const std::string csv = (d / "evals.csv").string(), seqs = (d / "seqstats.csv").string();
+  pb::Csv e, q;
+  e.header = {"run_id", "task", "pe", "layers", "seed", "split", "n", "error_rate"};
+  q.header = {"sweep", "run_id", "task", "split", "bins"};
+  // rope: error rates 0.1 and 0.3 over 10,000 reads in 1,000 sequences; path: no error at all.
+  const std::vector<std::array<std::string, 4>> runs = {{"r0", "rope", "0.1", "0:10:500 2:10:500"},
+                                                         {"r1", "rope", "0.3", "2:10:500 4:10:500"},
+                                                         {"p0", "path", "0", "0:10:1000"},
+                                                         {"p1", "path", "0", "0:10:1000"}};
+  for (const auto& [id, pe, rate, bins] : runs) {
+    e.rows.push_back({id, "flipflop:len=8", pe, "1", id.substr(1), "val", "10000", rate});
+    q.rows.push_back({"s", id, "flipflop:len=8", "val", bins});
+  }
+  pb::write_file_atomic(csv, pb::write_csv(e));
+  pb::write_file_atomic(seqs, pb::write_csv(q));
+  const std::vector<std::string> args = {"table", csv, "--metric", "error_rate"};
+  const std::string t = cli(args);
+  CHECK(t == cli(args));  // the interval's resampling is seeded by the cell's runs
+  CHECK_THAT(t, Contains("nested bootstrap interval"));
+  CHECK_THAT(t, Contains("| path | < 0.00015 (0 of 20000, n=2) |"));  // 3 / 20,000 reads
+  // rope: the mean 0.2; the seed resampling spreads the interval to about the two seeds' values.
+  const auto at = t.find("| rope | 0.2 [");
+  REQUIRE(at != std::string::npos);
+  double lo = 0, hi = 0;
+  REQUIRE(std::sscanf(t.c_str() + at, "| rope | 0.2 [%lf, %lf] (n=2) |", &lo, &hi) == 2);
+  CHECK(lo == Approx(0.1).margin(0.01));
+  CHECK(hi == Approx(0.3).margin(0.01));
+  CHECK_THAT(cli({"table", csv, "--metric", "error_rate", "--percent"}),
+             Contains("| rope | 20 [") && Contains("| path | < 0.015 (0 of 20000, n=2) |"));
+  CHECK_THAT(cli({"table", csv, "--metric", "error_rate", "--per-seed"}),
+             Contains("| rope | s0 0.1, s1 0.3 |") && Contains("| path | s0 0, s1 0 |"));
+  // A run without counts: the whole table falls back to mean ± sd.
+  q.rows.pop_back();
+  pb::write_file_atomic(seqs, pb::write_csv(q));
+  CHECK_THAT(cli(args), Contains("mean ± sd over seeds") && Contains("| rope | 0.2 ± 0.14 (n=2) |"));
+  q.rows[0][4] = "0:10";
+  pb::write_file_atomic(seqs, pb::write_csv(q));
+  CHECK_THROWS_WITH(cli(args), Contains("seqstats.csv:2: bins must be 'wrong:scored:sequences ...'"));
 }
 
 TEST_CASE("plot: deterministic, well-formed, one series per encoding", "[sweep]") {
@@ -320,7 +363,7 @@ TEST_CASE("plot: deterministic, well-formed, one series per encoding", "[sweep]"
   CHECK(count(svg, "<g class=\"panel\"") == 1);
   CHECK(count(svg, "<g class=\"series\"") == 2);
   CHECK(count(svg, "data-pe=\"rope\"") == 1);
-  CHECK_THAT(svg, Contains("best lr per point"));
+  CHECK_THAT(svg, Contains("lr chosen on val,"));
   CHECK(svg.find("data-pe=\"rope\"") < svg.find("data-pe=\"path\""));  // legend/encoding order
 
   // Error rates on a log axis: zero errors drawn as open markers.
@@ -369,7 +412,8 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
                         "{\"step\": 10, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
-                        "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10}\n"
+                        "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10, "
+                        "\"seq_errors\": [[0, 10, 5], [2, 10, 5]]}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=16,p_ignore=0.8\", \"len\": 16, "
                         "\"acc\": 1, \"seq_acc\": 1, \"n\": 200, \"n_seqs\": 10}\n");
   pb::write_file_atomic((sweep / "bbbb" / "config.json").string(), R"({"task": "flipflop"})");  // pending
@@ -416,6 +460,11 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
   CHECK(get(history, 0, "acc") == "0.5");
   CHECK(get(history, 0, "error_rate") == "0.5");
   CHECK(get(history, 2, "len") == "16");
+  // The per-sequence counts of the last evaluations that have them, one row per evaluation.
+  const pb::Csv seqs = pb::read_csv(out + "/seqstats.csv");
+  CHECK(seqs.header == std::vector<std::string>{"sweep", "run_id", "task", "split", "bins"});
+  REQUIRE(seqs.rows.size() == 1);
+  CHECK(seqs.rows[0] == std::vector<std::string>{"quick", "aaaa", "flipflop:len=8,p_ignore=0.8", "val", "0:10:5 2:10:5"});
 }
 
 TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[sweep]") {

@@ -75,6 +75,47 @@ TEST_CASE("train: run directory contents, determinism and eval of the checkpoint
   CHECK(read_file(a + "/eval.jsonl").find("\"len\":32") != std::string::npos);
 }
 
+TEST_CASE("train: --eval-sizes sizes the final evaluation per split, which records per-sequence error counts", "[train]") {
+  const TempDir tmp("sizes");
+  TrainConfig c = small_config(tmp.file("run"));
+  c.eval_every = 20, c.eval_every_n = 16, c.eval_sizes = "val_sparse=40,val=24";
+  resolve(c);
+  CHECK(c.eval_sizes == "val=24,val_sparse=40");  // canonical: the task's split order
+  CHECK(final_eval_n(c, "val") == 24);
+  CHECK(final_eval_n(c, "val_dense") == c.eval_n);
+  REQUIRE(run_training(c) == 0);
+  const std::string text = read_file(c.out + "/eval.jsonl");
+  int periodic = 0, final = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const auto e = nlohmann::json::parse(text.substr(at, end - at));
+    at = end + 1;
+    if (e["step"] == 20) {  // periodic: eval_every_n sequences, no counts
+      ++periodic;
+      CHECK(e["n_seqs"] == 16);
+      CHECK_FALSE(e.contains("seq_errors"));
+      continue;
+    }
+    ++final;
+    const std::string split = e["split"];
+    CHECK(e["n_seqs"] == final_eval_n(c, split));
+    // The counts add up to the evaluation's totals: sequences, scored targets, errors, seq_acc.
+    int64_t seqs = 0, scored = 0, wrong = 0, perfect = 0;
+    for (const auto& b : e["seq_errors"]) {
+      const int64_t w = b[0], sc = b[1], n = b[2];
+      REQUIRE(w <= sc);
+      seqs += n, scored += n * sc, wrong += n * w, perfect += w == 0 ? n : 0;
+    }
+    CHECK(seqs == e["n_seqs"].get<int64_t>());
+    CHECK(scored == e["n"].get<int64_t>());
+    CHECK(double(scored - wrong) / double(scored) == Approx(e["acc"].get<double>()).epsilon(1e-12));
+    CHECK(double(perfect) / double(seqs) == Approx(e["seq_acc"].get<double>()).epsilon(1e-12));
+  }
+  CHECK(periodic == 3);
+  CHECK(final == 3);
+  CHECK(read_json(c.out + "/config.json")["eval_sizes"] == "val=24,val_sparse=40");
+}
+
 TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]") {
   const TempDir tmp("bad");
   const std::string dir = tmp.file("run");
@@ -87,7 +128,11 @@ TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]"
       "train --task flipflop --gpus 3 --batch 16 --out " + dir, "train --task flipflop --gpus 0 --out " + dir,
       "train --task flipflop --gpus 2 --device cpu --out " + dir, "train --task flipflop --procs 2 --out " + dir,
       "train --task flipflop --nccl-id-file " + dir + ".id --procs 2 --proc-id 2 --out " + dir,
-      "bench train --task flipflop --gpus 3 --batch 16"};
+      "bench train --task flipflop --gpus 3 --batch 16",
+      // --eval-sizes: SPLIT=N with N >= 1, evaluation splits of the task, each once.
+      "train --task flipflop --eval-sizes val=0 --out " + dir, "train --task flipflop --eval-sizes train=5 --out " + dir,
+      "train --task flipflop --eval-sizes val --out " + dir, "train --task flipflop --eval-sizes val=5,val=6 --out " + dir,
+      "train --task flipflop --eval-sizes val=5x --out " + dir};
   // Without CUDA, NCCL or two visible GPUs, --gpus 2 is refused before anything is written.
   if (cuda_device_count() < 2) bad.push_back("train --task flipflop --gpus 2 --out " + dir);
   for (const std::string& args : bad) {
