@@ -22,6 +22,7 @@ namespace {
 struct TableOptions {
   std::string csv, rows = "pe", cols = "layers", metric = "acc", split, best_over, select_on = "val";
   double min_layers = 0;
+  std::string min_layers_by = "mean";  // mean | any | all (seeds)
   bool per_seed = false, percent = false;
   std::vector<std::string> where;
   const CLI::Option* cols_opt = nullptr;
@@ -191,7 +192,8 @@ void run_table(TableOptions o) {
         std::string cell;
         for (const auto& [key, st] : cells) {
           if (key[0] != r || key[1] != c) continue;
-          if (st.mean >= o.min_layers) {
+          const double v = o.min_layers_by == "any" ? st.max : o.min_layers_by == "all" ? st.min : st.mean;
+          if (v >= o.min_layers) {
             cell = key[2];
             break;
           }
@@ -200,7 +202,8 @@ void run_table(TableOptions o) {
         table.back().second.push_back(cell);
       }
     }
-    caption = fmt::format("smallest layers with mean {} ≥ {} (— none; blank: no runs)", caption, o.min_layers);
+    const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
+    caption = fmt::format("smallest layers where {} {} ≥ {} (— none; blank: no runs)", who, caption, o.min_layers);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
     std::map<Key, std::vector<size_t>, KeyLess> cell_rows(KeyLess{{o.rows, o.cols, "seed"}});
@@ -246,6 +249,10 @@ void add_table_command(CLI::App& app) {
   cmd->add_flag("--percent", o->percent, "print values × 100");
   o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,
                                       "print the smallest layers whose mean metric reaches this value");
+  cmd->add_option("--min-layers-by", o->min_layers_by,
+                  "with --min-layers: the depth where the mean over seeds, any seed or all seeds reach it")
+      ->check(CLI::IsMember({"mean", "any", "all"}))
+      ->capture_default_str();
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")
       ->allow_extra_args(false);
   cmd->callback([o] { run_table(*o); });

@@ -225,7 +225,11 @@ Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vect
   for (const auto& [key, by_seed] : groups) {
     Stat st;
     st.n = by_seed.size();
-    for (const auto& [seed, r] : by_seed) st.mean += number(csv.rows[r][m], metric) / double(st.n);
+    st.min = INFINITY, st.max = -INFINITY;
+    for (const auto& [seed, r] : by_seed) {
+      const double v = number(csv.rows[r][m], metric);
+      st.mean += v / double(st.n), st.min = std::min(st.min, v), st.max = std::max(st.max, v);
+    }
     for (const auto& [seed, r] : by_seed) {
       const double d = number(csv.rows[r][m], metric) - st.mean;
       st.sd += st.n > 1 ? d * d / double(st.n - 1) : 0;

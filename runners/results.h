@@ -36,6 +36,7 @@ std::vector<std::string> distinct(const Csv& csv, const std::vector<size_t>& row
 
 struct Stat {
   double mean = 0, sd = 0;  // sd: sample standard deviation (0 for one seed)
+  double min = 0, max = 0;  // over seeds
   size_t n = 0;             // seeds
   std::string best;         // the chosen value of the best-over column ("" if none)
 };

@@ -1,6 +1,7 @@
 // Group word problems (Merrill, Petty, Sabharwal 2024; paper-spec.md §4.2): read group elements
 // g_1..g_T, output the prefix product p_t = g_t ∘ p_{t-1} (p_0 = e) at every position.
-// Split membership is a pure function of the sequence (XXH3 of its ids, val iff hash % 5 == 0);
+// Split membership is a pure function of the sequence (XXH3 of its ids h: val iff h % 5 == 0,
+// test iff h % 5 == 1, else train; 3/5 train, 1/5 each for selection and the held-out report);
 // each split rejection-samples uniform sequences until one belongs to it, so splits are disjoint.
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -16,23 +17,25 @@ namespace pb {
 
 namespace {
 
-// Split of a sequence of element ids: XXH3-64 (seed 0) of the int32 little-endian ids.
+// Split of a sequence of element ids (0 train, 1 val, 2 test): XXH3-64 (seed 0) of the int32
+// little-endian ids, modulo 5.
 int sequence_split(const int32_t* ids, int n) {
-  return XXH3_64bits(ids, sizeof(int32_t) * size_t(n)) % 5 == 0 ? 1 : 0;
+  const uint64_t r = XXH3_64bits(ids, sizeof(int32_t) * size_t(n)) % 5;
+  return r < 2 ? int(r) + 1 : 0;
 }
 
 class WordProblem final : public Task {
  public:
   explicit WordProblem(const Spec& spec) : spec_(spec), group_(PermGroup::make(spec.get_string("group"))) {
     len_ = static_cast<int>(spec_int_in(spec, "len", 1, kMaxSeqLen));
-    stream_ = {stream_id("train"), stream_id("val")};
+    stream_ = {stream_id("train"), stream_id("val"), stream_id("test")};
     check_splits_nonempty();
   }
 
   const Spec& spec() const override { return spec_; }
   int seq_len() const override { return len_; }
   int vocab_size() const override { return group_.order(); }
-  std::vector<std::string> splits() const override { return {"train", "val"}; }
+  std::vector<std::string> splits() const override { return {"train", "val", "test"}; }
 
   std::vector<std::string> vocab() const override {
     std::vector<std::string> v;
@@ -47,7 +50,7 @@ class WordProblem final : public Task {
             {"order", group_.order()},
             {"degree", group_.degree()},
             {"composition", "(a∘b)(x) = a(b(x)); target p_t = g_t ∘ p_{t-1}, p_0 = identity (id 0)"},
-            {"split_rule", "val iff XXH3_64(ids as int32 LE, seed 0) % 5 == 0"},
+            {"split_rule", "h = XXH3_64(ids as int32 LE, seed 0) % 5: val iff h == 0, test iff h == 1, else train"},
             {"elements", elems}};
   }
 
@@ -69,24 +72,23 @@ class WordProblem final : public Task {
   Spec spec_;
   PermGroup group_;
   int len_ = 0;
-  std::array<uint32_t, 2> stream_{};
+  std::array<uint32_t, 3> stream_{};
 
   // With very few sequences (len 1: |G| of them) a split could be empty and rejection would spin.
   void check_splits_nonempty() const {
     if (len_ > 2) return;
     std::vector<int32_t> ids(len_, 0);  // (len,) odometer over all |G|^len sequences
-    int n_val = 0, n_all = 0;
-    for (bool more = true; more; ++n_all) {
-      n_val += sequence_split(ids.data(), len_);
+    std::array<int, 3> n{};             // sequences per split
+    for (bool more = true; more;) {
+      ++n[size_t(sequence_split(ids.data(), len_))];
       more = false;
       for (int t = 0; t < len_ && !more; ++t) {
         more = ++ids[t] < group_.order();
         if (!more) ids[t] = 0;
       }
     }
-    if (n_val == 0 || n_val == n_all)
-      fail("task 'wordproblem': len={} leaves split '{}' empty; use a larger len", len_,
-           n_val == 0 ? "val" : "train");
+    for (size_t s = 0; s < n.size(); ++s)
+      if (n[s] == 0) fail("task 'wordproblem': len={} leaves split '{}' empty; use a larger len", len_, splits()[s]);
   }
 };
 

@@ -301,8 +301,19 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   c.rows = rows;
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--min-layers", "0.9"}) ==
-        "*smallest layers with mean acc ≥ 0.9 (— none; blank: no runs)*\n\n"
+        "*smallest layers where the mean acc ≥ 0.9 (— none; blank: no runs)*\n\n"
         "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
+  // rope at len 8, seeds 0 / 1: 1 layer 0.4 / 0.93, 2 layers 0.89 / 0.95, 3 layers 0.93 / 0.95.
+  c.rows.push_back({"rope:base=10000", "8", "1", "1", "0.93"});
+  c.rows.push_back({"rope:base=10000", "8", "2", "1", "0.95"});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--min-layers-by", "any"}),
+             Contains("where some seed's acc ≥ 0.9") && Contains("| rope | 1 | — |"));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 2 | — |"));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--min-layers-by", "all"}),
+             Contains("where every seed's acc ≥ 0.9") && Contains("| rope | 3 | — |"));
+  c.rows = rows;
+  pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--where", "len=8"}) ==
         "*acc, mean ± sd over seeds (n seeds)*\n\n| pe \\ layers | 1 | 2 | 3 |\n|---|---|---|---|\n"
         "| rope | 0.400 (n=1) | 0.890 (n=1) | 0.940 ± 0.014 (n=2) |\n| path | 0.950 (n=1) | 0.990 (n=1) |  |\n");

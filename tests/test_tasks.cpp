@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -251,18 +252,26 @@ TEST_CASE("wordproblem: targets are prefix products p_t = g_t ∘ p_{t-1}", "[ta
   }
 }
 
-TEST_CASE("wordproblem: train and val never share a sequence", "[tasks][wordproblem]") {
+TEST_CASE("wordproblem: train, val and test never share a sequence", "[tasks][wordproblem]") {
   for (const char* text : {"wordproblem:len=1", "wordproblem:len=2", "wordproblem:group=s5,len=2", "wordproblem:len=3"}) {
     INFO(text);
     const auto task = pb::make_task(text);
-    std::set<std::vector<int32_t>> train, val;
-    for (uint64_t i = 0; i < 3000; ++i) train.insert(task->make_example(1, 0, i).input);
-    for (uint64_t i = 0; i < 1000; ++i) val.insert(task->make_example(2, 1, i).input);
-    for (const auto& seq : val) REQUIRE(train.count(seq) == 0);
-    CHECK(val.size() > 1);
-    // About 4/5 of the 3600 a5 sequences of length 2 are train: 3000 draws from ≈ 2880 cover
-    // ≈ 2880·(1 − e^{−3000/2880}) ≈ 1860 distinct ones (sd ≈ 15).
-    if (task->seq_len() == 2 && task->vocab_size() == 60) CHECK(train.size() > 1750);
+    std::array<std::set<std::vector<int32_t>>, 3> seen;  // train, val, test
+    for (int s = 0; s < 3; ++s)
+      for (uint64_t i = 0; i < (s ? 1000u : 3000u); ++i) seen[size_t(s)].insert(task->make_example(1 + s, s, i).input);
+    for (int a = 0; a < 3; ++a)
+      for (int b = a + 1; b < 3; ++b)
+        for (const auto& seq : seen[size_t(b)]) REQUIRE(seen[size_t(a)].count(seq) == 0);
+    CHECK(seen[1].size() > 1);
+    CHECK(seen[2].size() > 1);
+    // About 3/5 of the 3600 a5 sequences of length 2 are train: 3000 draws from ≈ 2160 cover
+    // ≈ 2160·(1 − e^{−3000/2160}) ≈ 1620 distinct ones (sd ≈ 14); val and test ≈ 720 each.
+    if (task->seq_len() == 2 && task->vocab_size() == 60) {
+      CHECK(seen[0].size() > 1540);
+      CHECK(seen[0].size() < 1700);
+      CHECK(seen[1].size() > 500);
+      CHECK(seen[2].size() > 500);
+    }
   }
 }
 
