@@ -243,7 +243,8 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
 }  // namespace
 
 void add_collect_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("collect", "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
+  auto* cmd = app.add_subcommand("collect",
+                                 "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
   cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
   cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->required();

@@ -107,7 +107,8 @@ void run_plot(PlotOptions o) {
   std::vector<std::string> keys = facets;
   keys.insert(keys.end(), {"pe", fig.x});
   std::string note;  // the choices: `table --best-over` prints them; the figure names the rule
-  if (csv.has(o.best_over)) rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, o.metric, keys, rows, false, note);
+  if (csv.has(o.best_over))
+    rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, o.metric, keys, rows, false, note);
   const Cells cells = aggregate(csv, rows, keys, o.metric, "", false);
   if (cells.empty()) fail("{}: no values in column '{}' for the selection", o.csv, o.metric);
 

@@ -1,9 +1,12 @@
-// `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, mean ± sd over seeds per
-// (row, column) cell, or with --min-layers T the smallest depth whose mean reaches T. With
-// --best-over KEY, KEY is chosen once per row (and column, unless the columns are the splits) on
-// the selection split --select-on, and every cell reports that choice.
+// `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, per (row, column) cell the
+// mean over seeds with their number and either ± sd or, from seqstats.csv, a nested bootstrap
+// interval (docs/statistics.md), or each seed's value (--per-seed); with --min-layers T the
+// smallest depth whose mean (or any / every seed) reaches T. With --best-over KEY, KEY is chosen
+// once per row (and column, unless the columns are the splits) on the selection split
+// --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -66,7 +69,8 @@ SeqStats read_seqstats(const std::string& path) {
     for (size_t at = 0; at < r[bins].size();) {
       const size_t end = std::min(r[bins].find(' ', at), r[bins].size());
       SeqBin b;
-      if (std::sscanf(r[bins].substr(at, end - at).c_str(), "%" SCNd64 ":%" SCNd64 ":%" SCNd64, &b.wrong, &b.scored, &b.count) != 3)
+      const std::string item = r[bins].substr(at, end - at);
+      if (std::sscanf(item.c_str(), "%" SCNd64 ":%" SCNd64 ":%" SCNd64, &b.wrong, &b.scored, &b.count) != 3)
         fail("{}:{}: bins must be 'wrong:scored:sequences ...'", path, i + 2);
       h.push_back(b);
       at = end + 1;
@@ -121,7 +125,8 @@ struct CellWriter {
       std::string out;
       const size_t seed = csv.column("seed");
       for (size_t r : rows)
-        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", csv.rows[r][seed], value(number(csv.rows[r][m], o.metric)));
+        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", csv.rows[r][seed],
+                           value(number(csv.rows[r][m], o.metric)));
       return out;
     }
     if (!bootstrap) {
@@ -206,20 +211,22 @@ void run_table(TableOptions o) {
     caption = fmt::format("smallest layers where {} {} ≥ {} (— none; blank: no runs)", who, caption, o.min_layers);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
-    std::map<Key, std::vector<size_t>, KeyLess> cell_rows(KeyLess{{o.rows, o.cols, "seed"}});
+    // The rows of each cell, one per seed, in seed order.
+    std::map<Key, std::vector<size_t>, KeyLess> cell_rows(KeyLess{{o.rows, o.cols}});
     const size_t rc = csv.column(o.rows), cc = csv.column(o.cols), mc = csv.column(o.metric);
-    const bool seeded = csv.has("seed");
     for (size_t r : rows)
-      if (!csv.rows[r][mc].empty()) cell_rows[{csv.rows[r][rc], csv.rows[r][cc], seeded ? csv.rows[r][csv.column("seed")] : ""}].push_back(r);
+      if (!csv.rows[r][mc].empty()) cell_rows[{csv.rows[r][rc], csv.rows[r][cc]}].push_back(r);
+    if (csv.has("seed"))
+      for (auto& [key, rs] : cell_rows)
+        std::sort(rs.begin(), rs.end(), [&](size_t a, size_t b) {
+          return value_less("seed", csv.rows[a][csv.column("seed")], csv.rows[b][csv.column("seed")]);
+        });
     const CellWriter writer(csv, o, rows);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
-        auto it = cells.find({r, c});
-        std::vector<size_t> seeds;
-        for (const auto& [key, rs] : cell_rows)
-          if (key[0] == r && key[1] == c) seeds.insert(seeds.end(), rs.begin(), rs.end());
-        table.back().second.push_back(it == cells.end() ? "" : writer.cell(it->second, seeds));
+        const auto it = cells.find({r, c});
+        table.back().second.push_back(it == cells.end() ? "" : writer.cell(it->second, cell_rows[{r, c}]));
       }
     }
     caption += (o.percent ? " (%), " : ", ") + writer.caption();

@@ -162,7 +162,6 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
   return out;
 }
 
-
 double number(const std::string& cell, const std::string& column) {
   double v;
   if (!parse_float(cell, v)) fail("column '{}': '{}' is not a number", column, cell);
