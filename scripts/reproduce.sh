@@ -62,8 +62,7 @@ flipflop_run() {
   for s in $FLIPFLOP_SWEEPS; do
     mkdir -p runs results/$s
     [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
-    sweep=sweeps/$s.toml
-    "$PB" sweep $sweep --pack auto
+    "$PB" sweep sweeps/$s.toml --pack auto
     tar czf results/$s/records.tgz.tmp --exclude=model.safetensors runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
     "$PB" collect runs/$s -o results/$s
   done
