@@ -1,5 +1,5 @@
 // Shared by the tests that touch files or run the built binary: a scratch directory removed at
-// the end of the test case, and `pathbench <args>` run through the shell with its exit status,
+// the end of the test case, one kept for inspection after a failure, and `pathbench <args>` run through the shell with its exit status,
 // stdout and stderr captured.
 #pragma once
 #include <fmt/format.h>
@@ -24,6 +24,14 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
   std::string file(const std::string& name) const { return (path / name).string(); }
 };
+
+// An empty directory /tmp/pb_test_sweep_<name> (emptied if it exists), left behind afterwards.
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path d = std::filesystem::temp_directory_path() / ("pb_test_sweep_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
 
 struct RunResult {
   int code;  // exit status, −1 if killed by a signal
