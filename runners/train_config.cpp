@@ -10,8 +10,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <string_view>
+#include <vector>
 
 #include "kernels/error.h"
+#include "kernels/spec.h"
 #include "models/position/position_encoding.h"
 #include "tasks/task.h"
 
@@ -109,25 +112,33 @@ void resolve_stopping(TrainConfig& c) {
   c.stop_at = r.text();
 }
 
+// "SPLIT=N,..." -> (split, N) in the order written; a pb::Error for a malformed item or an N
+// outside 1 … 2^30.
+std::vector<std::pair<std::string, int>> eval_size_items(const std::string& text) {
+  std::vector<std::pair<std::string, int>> items;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    const auto eq = item.find('=');
+    int64_t n = 0;
+    if (eq == std::string::npos || !parse_int(std::string_view(item).substr(eq + 1), n) || n < 1 || n > (1 << 30))
+      fail("--eval-sizes '{}': expected SPLIT=N,... with N >= 1, got '{}'", text, item);
+    items.emplace_back(item.substr(0, eq), int(n));
+  }
+  return items;
+}
+
 // Checks --eval-sizes against the task's splits and writes it in split order.
 void resolve_eval_sizes(TrainConfig& c) {
   if (c.eval_sizes.empty()) return;
   const auto splits = make_task(c.task)->splits();
   std::map<std::string, int> sizes;
-  for (size_t at = 0; at <= c.eval_sizes.size();) {
-    const size_t end = std::min(c.eval_sizes.find(',', at), c.eval_sizes.size());
-    const std::string item = c.eval_sizes.substr(at, end - at);
-    at = end + 1;
-    const auto eq = item.find('=');
-    const std::string split = item.substr(0, eq), num = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* stop = nullptr;
-    const long n = num.empty() ? 0 : std::strtol(num.c_str(), &stop, 10);
-    if (eq == std::string::npos || !stop || *stop != '\0' || n < 1 || n > (1 << 30))
-      fail("--eval-sizes '{}': expected SPLIT=N,... with N >= 1, got '{}'", c.eval_sizes, item);
+  for (const auto& [split, n] : eval_size_items(c.eval_sizes)) {
     if (std::find(splits.begin() + 1, splits.end(), split) == splits.end())
       fail("--eval-sizes: '{}' is not an evaluation split of {} (splits: {})", split, c.task,
            fmt::join(splits.begin() + 1, splits.end(), ", "));
-    if (!sizes.emplace(split, int(n)).second) fail("--eval-sizes '{}': split '{}' given twice", c.eval_sizes, split);
+    if (!sizes.emplace(split, n).second) fail("--eval-sizes '{}': split '{}' given twice", c.eval_sizes, split);
   }
   std::string canonical;
   for (const auto& s : splits)
@@ -138,12 +149,9 @@ void resolve_eval_sizes(TrainConfig& c) {
 }  // namespace
 
 int final_eval_n(const TrainConfig& c, const std::string& split) {
-  for (size_t at = 0; at < c.eval_sizes.size();) {
-    const size_t end = std::min(c.eval_sizes.find(',', at), c.eval_sizes.size());
-    const size_t eq = c.eval_sizes.find('=', at);
-    if (c.eval_sizes.compare(at, eq - at, split) == 0) return std::atoi(c.eval_sizes.c_str() + eq + 1);
-    at = end + 1;
-  }
+  if (c.eval_sizes.empty()) return c.eval_n;
+  for (const auto& [s, n] : eval_size_items(c.eval_sizes))
+    if (s == split) return n;
   return c.eval_n;
 }
 
