@@ -109,20 +109,22 @@ std::vector<int> pack_slots(const SweepOptions& o, const std::vector<Job>& jobs)
   return slots;
 }
 
+// The configuration of a run for the adaptive depth search: its resolved config without `layers`.
+std::string depth_group(const TrainConfig& c) {
+  auto j = semantic_json(c);
+  j.erase("layers");
+  return j.dump();
+}
+
 // The adaptive depth search of a sweep (sweep.h, depth_search): a job is skipped once a run of its
 // configuration with fewer layers has finished meeting the rule.
 SkipRule depth_search_rule(const std::optional<StopRule>& depth_rule, const std::vector<Job>& all) {
   if (!depth_rule) return {};
   const StopRule rule = *depth_rule;
-  auto group = [](const TrainConfig& c) {
-    auto j = semantic_json(c);
-    j.erase("layers");
-    return j.dump();
-  };
   std::multimap<std::string, const Job*> by_group;
-  for (const Job& j : all) by_group.emplace(group(j.cfg), &j);
-  return [rule, by_group, group](const Job& job) -> std::string {
-    const auto [first, last] = by_group.equal_range(group(job.cfg));
+  for (const Job& j : all) by_group.emplace(depth_group(j.cfg), &j);
+  return [rule, by_group](const Job& job) -> std::string {
+    const auto [first, last] = by_group.equal_range(depth_group(job.cfg));
     for (auto it = first; it != last; ++it) {
       const Job& other = *it->second;
       if (other.cfg.layers >= job.cfg.layers || run_state(other.dir) != "done") continue;
@@ -133,6 +135,17 @@ SkipRule depth_search_rule(const std::optional<StopRule>& depth_rule, const std:
     }
     return "";
   };
+}
+
+// With the depth search a job waits for the shallower jobs of its configuration: its turn comes
+// when they have ended, so the rule sees their results instead of racing them.
+void wait_for_shallower(std::vector<Job>& jobs) {
+  std::map<std::string, std::vector<size_t>> by_group;
+  for (size_t i = 0; i < jobs.size(); ++i) by_group[depth_group(jobs[i].cfg)].push_back(i);
+  for (const auto& [group, members] : by_group)
+    for (const size_t i : members)
+      for (const size_t j : members)
+        if (jobs[j].cfg.layers < jobs[i].cfg.layers) jobs[i].after.push_back(j);
 }
 
 void run_sweep(const SweepOptions& o) {
@@ -165,7 +178,7 @@ void run_sweep(const SweepOptions& o) {
     }
     if (depth_rule) check_eval_split(*depth_rule, cfg.task, fmt::format("{}: depth_search '{}'", o.file, depth_rule->text()));
     const std::string dir = (fs::path(sweep_dir) / id).string();
-    all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label});  // argv: the options, for now
+    all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label, {}});  // argv: the options, for now
   }
   std::vector<Job> picked;
   for (const size_t i : shard_indices(all.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[i]);
@@ -205,6 +218,7 @@ void run_sweep(const SweepOptions& o) {
              o.shard.empty() ? "" : " in shard " + o.shard, before.done, before.failed, jobs.size(), sweep_dir,
              packed ? fmt::format(" (packed, {} slots)", devices.size()) : "");
   if (o.estimate) return print_estimate(jobs, devices);
+  if (depth_rule) wait_for_shallower(jobs);
   if (o.dry_run) return;
   fs::create_directories(sweep_dir);
   write_file_atomic((fs::path(sweep_dir) / "sweep.toml").string(), text);

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -127,16 +129,41 @@ void record_failure(const Job& job, const std::string& error, double wall_s) {
 
 namespace {
 
-// The job at `next` or after it whose turn it is (skipped ones counted in `out`), or jobs.size().
-size_t next_job(const std::vector<Job>& jobs, size_t next, const SkipRule& skip, JobsOutcome& out, SweepStatus& status) {
-  for (; next < jobs.size(); ++next) {
-    const std::string why = skip ? skip(jobs[next]) : "";
-    if (why.empty()) return next;
-    ++out.skipped;
-    status.event(fmt::format("skipped: {} ({}): {}", jobs[next].label, jobs[next].run_id, why));
+// The jobs not yet started, in order; a job's turn comes once every job of its `after` list has
+// ended, so a slot passes over a job that waits and takes the next one whose turn it is.
+class JobQueue {
+ public:
+  explicit JobQueue(const std::vector<Job>& jobs) : jobs_(jobs), state_(jobs.size(), kQueued), left_(jobs.size()) {}
+  // The first queued job whose turn it is (those the rule skips are ended and counted in `out`),
+  // or jobs.size() when none can start now.
+  size_t take(const SkipRule& skip, JobsOutcome& out, SweepStatus& status) {
+    for (size_t i = first_; i < jobs_.size(); ++i) {
+      if (state_[i] != kQueued || !ready(jobs_[i])) continue;
+      const std::string why = skip ? skip(jobs_[i]) : "";
+      --left_;
+      if (why.empty()) return state_[i] = kStarted, advance(), i;
+      state_[i] = kEnded;
+      ++out.skipped;
+      status.event(fmt::format("skipped: {} ({}): {}", jobs_[i].label, jobs_[i].run_id, why));
+    }
+    advance();
+    return jobs_.size();
   }
-  return next;
-}
+  void end(size_t i) { state_[i] = kEnded; }
+  size_t left() const { return left_; }  // queued: not started, not skipped
+
+ private:
+  enum State : uint8_t { kQueued, kStarted, kEnded };
+  bool ready(const Job& job) const {
+    return std::all_of(job.after.begin(), job.after.end(), [&](size_t a) { return state_[a] == kEnded; });
+  }
+  void advance() {
+    while (first_ < jobs_.size() && state_[first_] != kQueued) ++first_;
+  }
+  const std::vector<Job>& jobs_;
+  std::vector<State> state_;
+  size_t first_ = 0, left_;
+};
 
 // Counts a finished job as done or failed (naming the failure).
 void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
@@ -163,14 +190,14 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
   const Reaper reaper{running};
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
-  size_t next = 0;
+  JobQueue queue(jobs);
   double kill_at = 0;
   bool changed = true;  // print the first line
   std::vector<bool> busy(slots.size(), false);
   while (true) {
-    for (size_t slot = 0; slot < slots.size() && out.signal == 0; ++slot)
-      if (!busy[slot] && (next = next_job(jobs, next, skip, out, status)) < jobs.size())
-        busy[slot] = true, running.push_back(launch(jobs[next++], child_mask, slot, slots[slot]));
+    for (size_t slot = 0, i = 0; slot < slots.size() && out.signal == 0 && i < jobs.size(); ++slot)
+      if (!busy[slot] && (i = queue.take(skip, out, status)) < jobs.size())
+        busy[slot] = true, running.push_back(launch(jobs[i], child_mask, slot, slots[slot]));
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;
     if (running.empty()) break;
@@ -195,6 +222,7 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
         continue;
       }
       const Job& job = *running[i].job;
+      queue.end(size_t(&job - jobs.data()));
       const double wall = now_s() - running[i].start;
       busy[running[i].slot] = false;
       running.erase(running.begin() + static_cast<long>(i));
@@ -241,8 +269,10 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
   std::atomic<bool> cancel{false};
-  std::mutex mutex;                 // guards next, out, finished, running, and status's lines
-  size_t next = 0, running = 0;
+  std::mutex mutex;                 // guards queue, out, finished, running, and status's lines
+  std::condition_variable ended;    // a run ended (its waiting jobs may start) or the sweep stops
+  JobQueue queue(jobs);
+  size_t running = 0;
   std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
   std::vector<std::exception_ptr> errors(slot_devices.size());
   std::vector<std::thread> threads;
@@ -253,22 +283,27 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
         if (slot_devices[slot] >= 0) cuda::set_device(slot_devices[slot]);
 #endif
         while (true) {
-          const Job* job = nullptr;
+          size_t i = jobs.size();
           {
-            const std::lock_guard<std::mutex> lock(mutex);
-            if (cancel || (next = next_job(jobs, next, skip, out, status)) >= jobs.size()) return;
-            job = &jobs[next++];
+            std::unique_lock<std::mutex> lock(mutex);
+            ended.wait(lock, [&] {
+              return cancel || queue.left() == 0 || (i = queue.take(skip, out, status)) < jobs.size();
+            });
+            if (i == jobs.size()) return;
             ++running;
           }
-          const bool ended = run_in_thread(*job, cancel);
+          const bool completed = run_in_thread(jobs[i], cancel);
           const std::lock_guard<std::mutex> lock(mutex);
           --running;
-          if (ended) finished.push_back(job);
+          queue.end(i);
+          if (completed) finished.push_back(&jobs[i]);
+          ended.notify_all();
         }
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mutex);
         errors[slot] = std::current_exception();
         cancel = true;
+        ended.notify_all();
       }
     });
   bool changed = true;
@@ -277,7 +312,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       for (const Job* job : finished) count_finished(*job, out, status), changed = true;
       finished.clear();
-      live = running > 0 || (!cancel && next < jobs.size());
+      live = running > 0 || (!cancel && queue.left() > 0);
       status.show(out.done, out.failed, out.skipped, running, changed);
       changed = false;
     }
@@ -288,6 +323,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       out.signal = sig;
       cancel = true;
+      ended.notify_all();
       status.event(fmt::format("sweep {}: {}; stopping {} runs in flight at their next step (rerun the same "
                                "command to finish the sweep)", before.name, strsignal(sig), running));
     }

@@ -28,6 +28,7 @@ struct Job {
   std::string dir;                // run directory, emptied before the start
   std::string run_id;
   std::string label;              // for progress and failure lines
+  std::vector<size_t> after;      // jobs (indices into the same list) that must end before it starts
 };
 
 struct SweepProgress {            // the state before these jobs start, for the progress line
@@ -43,7 +44,8 @@ struct JobsOutcome {
   int signal = 0;                 // SIGINT or SIGTERM if the sweep was stopped, else 0
 };
 
-// Asked when a job's turn comes: why not to run it (adaptive depth search), or "" to run it.
+// Asked when a job's turn comes (every job of its `after` list has ended): why not to run it
+// (adaptive depth search), or "" to run it.
 using SkipRule = std::function<std::string(const Job&)>;
 
 // Runs the jobs with one job per slot at a time. A slot's string is added to the environment of

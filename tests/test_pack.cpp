@@ -207,6 +207,24 @@ TEST_CASE("sweep: depth_search skips deeper runs once a shallower one met the ru
   CHECK(run_pathbench(fmt::format("sweep {} --dry-run", sweep_file(d, text))).code == 2);  // needs layers
 }
 
+TEST_CASE("sweep: with depth_search a deeper run waits for the shallower runs of its configuration", "[pack][sweep]") {
+  const TempDir d("depth_wait");
+  std::string text = kSweep;
+  text.replace(text.find("[grid]"), 6, "[grid]\nlayers = [1, 2, 3]");
+  text.replace(text.find("seeds = [0, 1]"), 14, "seeds = [0]\ndepth_search = \"val:acc>=0\"");
+  const std::string f = sweep_file(d, text);
+  // Three slots and two configurations: a slot never starts layers = 2 while layers = 1 runs, so
+  // every deeper run is decided from a finished shallower one, at any pack size and either engine.
+  for (const std::string engine : {"--pack 3", "--jobs 3"}) {
+    const auto out = d.file(engine.substr(2, 4));
+    const auto r = run_pathbench(fmt::format("sweep {} --out {} {}", f, out, engine));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Contains("4 skipped by the depth search"));
+    CHECK(results(out, "pk").size() == 2);
+  }
+}
+
 TEST_CASE("sweep --estimate: a row per shape and the projected total, nothing run", "[pack][sweep]") {
   const TempDir d("estimate");
   const std::string f = sweep_file(d, kSweep);
