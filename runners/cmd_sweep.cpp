@@ -19,6 +19,7 @@
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 #include "runners/sweep_estimate.h"
+#include "runners/sweep_status.h"
 #include "runners/trainer.h"
 #include "kernels/spec.h"
 #if PATHBENCH_HAVE_CUDA
@@ -33,6 +34,7 @@ namespace {
 struct SweepOptions {
   std::string file, out = "runs", shard, gpus, pack;
   size_t jobs = 1, jobs_per_gpu = 0;
+  double drain_after = 0;  // seconds; 0: never
   bool dry_run = false, retry_failed = false, estimate = false;
 };
 
@@ -191,7 +193,7 @@ void run_sweep(const SweepOptions& o) {
   const std::string exe = fs::read_symlink("/proc/self/exe").string();
   const size_t threads = std::max<size_t>(1, cpu_count() / n_slots);
   const SkipRule skip = depth_search_rule(depth_rule, all);
-  SweepProgress before{sweep.name, 0, 0, 0};
+  SweepProgress before{sweep.name, 0, 0, 0, o.drain_after > 0 ? now_s() + o.drain_after : 0};
   std::vector<Job> jobs;
   for (Job& job : picked) {
     const std::string state = run_state(job.dir);
@@ -226,9 +228,10 @@ void run_sweep(const SweepOptions& o) {
   if (got.signal)
     fail("sweep {} stopped by {}; runs in flight are pending: rerun the same command to finish it",
          sweep.name, strsignal(got.signal));
-  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed{}\n", sweep.name, before.done + got.done,
+  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed{}{}\n", sweep.name, before.done + got.done,
              before.total, before.failed + got.failed,
-             got.skipped ? fmt::format(", {} skipped by the depth search", got.skipped) : "");
+             got.skipped ? fmt::format(", {} skipped by the depth search", got.skipped) : "",
+             got.left ? fmt::format("; drained: {} runs not started (rerun the same command to continue)", got.left) : "");
   if (before.failed + got.failed > 0)
     fail("sweep {}: {} runs failed (their result.json holds the error; --retry-failed reruns them)",
          sweep.name, before.failed + got.failed);
@@ -254,6 +257,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--pack", o->pack,
                   "K|auto: run K runs at once per GPU (or on the CPU) as threads of this process, each on its "
                   "own CUDA stream (auto: as many as fit in GPU memory)");
+  cmd->add_option("--drain-after", o->drain_after,
+                  "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next start")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--estimate", o->estimate,
                 "with --pack: time a few packed steps of each shape and print the projected time; run nothing");
   cmd->callback([o] { run_sweep(*o); });

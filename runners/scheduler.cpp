@@ -177,6 +177,8 @@ void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
                            error.is_string() ? error.get<std::string>() : "?", job.dir));
 }
 
+bool draining(const SweepProgress& p) { return p.drain_at > 0 && now_s() > p.drain_at; }
+
 }  // namespace
 
 JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
@@ -195,7 +197,7 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
   bool changed = true;  // print the first line
   std::vector<bool> busy(slots.size(), false);
   while (true) {
-    for (size_t slot = 0, i = 0; slot < slots.size() && out.signal == 0 && i < jobs.size(); ++slot)
+    for (size_t slot = 0, i = 0; slot < slots.size() && out.signal == 0 && !draining(before) && i < jobs.size(); ++slot)
       if (!busy[slot] && (i = queue.take(skip, out, status)) < jobs.size())
         busy[slot] = true, running.push_back(launch(jobs[i], child_mask, slot, slots[slot]));
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
@@ -233,6 +235,7 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       changed = true;
     }
   }
+  out.left = out.signal ? 0 : queue.left();
   return out;
 }
 
@@ -286,9 +289,8 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
           size_t i = jobs.size();
           {
             std::unique_lock<std::mutex> lock(mutex);
-            ended.wait(lock, [&] {
-              return cancel || queue.left() == 0 || (i = queue.take(skip, out, status)) < jobs.size();
-            });
+            while (!cancel && !draining(before) && queue.left() > 0 && (i = queue.take(skip, out, status)) == jobs.size())
+              ended.wait_for(lock, std::chrono::seconds(1));
             if (i == jobs.size()) return;
             ++running;
           }
@@ -312,7 +314,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       for (const Job* job : finished) count_finished(*job, out, status), changed = true;
       finished.clear();
-      live = running > 0 || (!cancel && queue.left() > 0);
+      live = running > 0 || (!cancel && !draining(before) && queue.left() > 0);
       status.show(out.done, out.failed, out.skipped, running, changed);
       changed = false;
     }
@@ -330,6 +332,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   }
   for (auto& t : threads) t.join();
   for (const Job* job : finished) count_finished(*job, out, status);
+  out.left = cancel ? 0 : queue.left();
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return out;

@@ -36,11 +36,13 @@ struct SweepProgress {            // the state before these jobs start, for the 
   size_t total = 0;               // runs of the sweep (or shard)
   size_t done = 0;                // finished before (skipped)
   size_t failed = 0;              // failed before and not retried
+  double drain_at = 0;            // now_s() after which no job starts (`sweep --drain-after`); 0: never
 };
 
 struct JobsOutcome {
   size_t done = 0, failed = 0;    // of these jobs
   size_t skipped = 0;             // not started: the skip rule said so
+  size_t left = 0;                // not started: the sweep drained (SweepProgress::drain_at)
   int signal = 0;                 // SIGINT or SIGTERM if the sweep was stopped, else 0
 };
 

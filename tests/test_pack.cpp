@@ -225,6 +225,22 @@ TEST_CASE("sweep: with depth_search a deeper run waits for the shallower runs of
   }
 }
 
+TEST_CASE("sweep --drain-after: no run starts after the deadline, a rerun finishes the sweep", "[pack][sweep]") {
+  const TempDir d("drain");
+  const std::string f = sweep_file(d, kSweep);
+  for (const std::string engine : {"--pack 1", "--jobs 1"}) {
+    const auto out = d.file(engine.substr(2, 4));
+    auto r = run_pathbench(fmt::format("sweep {} --out {} {} --drain-after 1e-9", f, out, engine));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Contains("0 of 4 runs done, 0 failed; drained: 4 runs not started"));
+    r = run_pathbench(fmt::format("sweep {} --out {} {} --drain-after 3600", f, out, engine));
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Contains("4 of 4 runs done, 0 failed\n"));
+    CHECK(results(out, "pk").size() == 4);
+  }
+}
+
 TEST_CASE("sweep --estimate: a row per shape and the projected total, nothing run", "[pack][sweep]") {
   const TempDir d("estimate");
   const std::string f = sweep_file(d, kSweep);
