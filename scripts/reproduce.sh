@@ -4,9 +4,10 @@
 #                                     (results/<sweep>/records.tgz) into runs/, runs whatever of the
 #                                     sweep is missing (--pack auto; interrupt and rerun at will),
 #                                     packs the records back, collects the CSVs, rebuilds the tables
+#   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
+#                                     DRAIN_AFTER=S stops starting runs after S seconds)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
 #                                     committed CSVs (byte-identical: the bootstrap is seeded)
-# The A5 and MQRAR-N experiments have not been run yet (results/README.md).
 # PATHBENCH=path/to/pathbench picks the binary (default build/pathbench, built if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,20 +58,28 @@ flipflop_tables() {
   atomic $d/tables.md diag
 }
 
+# Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
+# (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
+# DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
+sweep_run() {
+  local s=$1 rc=0
+  mkdir -p runs results/$s
+  [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
+  "$PB" sweep sweeps/$s.toml --pack auto ${DRAIN_AFTER:+--drain-after "$DRAIN_AFTER"} || rc=$?
+  tar czf results/$s/records.tgz.tmp --exclude=model.safetensors runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
+  "$PB" collect runs/$s -o results/$s
+  return $rc
+}
+
 flipflop_run() {
   local s
-  for s in $FLIPFLOP_SWEEPS; do
-    mkdir -p runs results/$s
-    [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
-    "$PB" sweep sweeps/$s.toml --pack auto
-    tar czf results/$s/records.tgz.tmp --exclude=model.safetensors runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
-    "$PB" collect runs/$s -o results/$s
-  done
+  for s in $FLIPFLOP_SWEEPS; do sweep_run $s; done
   flipflop_tables
 }
 
 case "${1:-}" in
   flipflop) flipflop_run ;;
+  a5) sweep_run paper-a5 ;;
   --from-csv) flipflop_tables ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | --from-csv" >&2; exit 2 ;;
+  *) echo "usage: scripts/reproduce.sh flipflop | a5 | --from-csv" >&2; exit 2 ;;
 esac
