@@ -48,6 +48,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--patience", c.patience,
                  "stop after N periodic evaluations without improvement of the --stop-at metric "
                  "(else the first eval split's loss); 0: off")->capture_default_str();
+  cmd.add_option("--patience-on", c.patience_on,
+                 "SPLIT:METRIC whose improvement --patience waits for (default: the --stop-at metric, else "
+                 "the first eval split's loss), e.g. val:loss");
   cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_option("--precision", c.precision,
@@ -106,6 +109,11 @@ void resolve_stopping(TrainConfig& c) {
   if (c.patience < 0) fail("--patience must be >= 0, got {}", c.patience);
   if ((!c.stop_at.empty() || c.patience > 0) && c.eval_every == 0)
     fail("--stop-at and --patience are judged at the periodic evaluations: set --eval-every");
+  if (!c.patience_on.empty()) {
+    if (c.patience == 0) fail("--patience-on '{}' needs --patience", c.patience_on);
+    const auto [split, metric] = parse_metric_ref(c.patience_on, "--patience-on");
+    check_eval_split({split, metric}, c.task, fmt::format("--patience-on '{}'", c.patience_on));
+  }
   if (c.stop_at.empty()) return;
   const StopRule r = parse_stop_rule(c.stop_at, "--stop-at");
   check_eval_split(r, c.task, fmt::format("--stop-at '{}'", c.stop_at));
@@ -156,6 +164,14 @@ int final_eval_n(const TrainConfig& c, const std::string& split) {
 }
 
 std::string StopRule::text() const { return fmt::format("{}:{}{}{}", split, metric, at_least ? ">=" : "<=", value); }
+
+std::pair<std::string, std::string> parse_metric_ref(const std::string& text, const std::string& what) {
+  const auto colon = text.find(':');
+  const std::string split = text.substr(0, colon), metric = colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (split.empty() || (metric != "acc" && metric != "seq_acc" && metric != "loss"))
+    fail("{} '{}': expected SPLIT:METRIC with METRIC acc, seq_acc or loss (e.g. val:loss)", what, text);
+  return {split, metric};
+}
 
 StopRule parse_stop_rule(const std::string& text, const std::string& what) {
   const auto colon = text.find(':');
@@ -220,6 +236,7 @@ nlohmann::json semantic_json(const TrainConfig& c) {
   if (c.eval_every_n) j["eval_every_n"] = c.eval_every_n;
   if (!c.stop_at.empty()) j["stop_at"] = c.stop_at;
   if (c.patience) j["patience"] = c.patience;
+  if (!c.patience_on.empty()) j["patience_on"] = c.patience_on;
   if (!c.eval_sizes.empty()) j["eval_sizes"] = c.eval_sizes;
   return j;
 }
@@ -233,6 +250,7 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["eval_every_n"] = c.eval_every_n;
   j["stop_at"] = c.stop_at;
   j["patience"] = c.patience;
+  j["patience_on"] = c.patience_on;
   j["eval_sizes"] = c.eval_sizes;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;
@@ -260,7 +278,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.grad_clip = j.at("grad_clip"), c.seed = j.at("seed"), c.eval_every = j.at("eval_every");
     c.eval_n = j.at("eval_n"), c.data = j.at("data");
     c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
-    c.eval_sizes = j.value("eval_sizes", "");
+    c.eval_sizes = j.value("eval_sizes", ""), c.patience_on = j.value("patience_on", "");
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());
   }

@@ -32,10 +32,13 @@ struct TrainConfig {
   // after resolve() (the others: eval_n). A rare-event split needs more: flip-flop's sparse reads.
   std::string eval_sizes;
   // Early stopping, judged at the periodic evaluations (StopRule below): stop once the rule holds,
-  // or after `patience` evaluations without improvement of its metric (of the first eval split's
-  // loss when there is no rule); 0 / "" off. The learning-rate schedule still spans `steps`.
+  // or after `patience` evaluations without improvement of `patience_on` (by default the rule's
+  // metric, or the first eval split's loss when there is no rule); 0 / "" off. The learning-rate
+  // schedule still spans `steps`.
   std::string stop_at;       // "SPLIT:METRIC>=X" or "SPLIT:METRIC<=X", METRIC acc | seq_acc | loss
   int patience = 0;
+  std::string patience_on;   // "SPLIT:METRIC"; a plateau metric such as seq_acc stays at 0 for
+                             // thousands of steps while the loss falls: patience on the loss waits
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
   // GPU arithmetic, fp32 | tf32 | bf16 (kernels/cuda/runtime.h, Precision): fp32 everywhere; TF32
   // matmuls; bf16 matmul products and bf16 softmax / PaTH attention kernels, fp32 storage, master
@@ -64,6 +67,8 @@ struct StopRule {
 };
 // Parses "SPLIT:METRIC>=X" / "SPLIT:METRIC<=X" (pb::Error naming `what` otherwise).
 StopRule parse_stop_rule(const std::string& text, const std::string& what);
+// Parses "SPLIT:METRIC" (--patience-on) into (split, metric) (pb::Error naming `what` otherwise).
+std::pair<std::string, std::string> parse_metric_ref(const std::string& text, const std::string& what);
 // A pb::Error naming `what` unless the rule's split is an evaluation split of `task`.
 void check_eval_split(const StopRule& rule, const std::string& task, const std::string& what);
 

@@ -91,19 +91,23 @@ nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  /
           {"start_time", now_iso()}};
 }
 
-// Early stopping (TrainConfig::stop_at, patience), fed the periodic evaluations.
+// Early stopping (TrainConfig::stop_at, patience, patience_on), fed the periodic evaluations.
 class EarlyStop {
  public:
   EarlyStop(const TrainConfig& cfg, const Task& task) : patience_(cfg.patience) {
     if (!cfg.stop_at.empty()) rule_ = parse_stop_rule(cfg.stop_at, "--stop-at");
     split_ = rule_ ? rule_->split : task.splits()[1];
     metric_ = rule_ ? rule_->metric : "loss";
+    if (!cfg.patience_on.empty()) std::tie(split_, metric_) = parse_metric_ref(cfg.patience_on, "--patience-on");
     higher_better_ = metric_ != "loss";
   }
   // The evaluations of one step ({split: EvalResult::to_json()}): why to stop now, or "".
   std::string update(const nlohmann::json& evals, int step) {
+    if (rule_) {
+      const double r = evals.at(rule_->split).at(rule_->metric).get<double>();
+      if (rule_->holds(r)) return fmt::format("stop_at {} ({} at step {})", rule_->text(), r, step);
+    }
     const double x = evals.at(split_).at(metric_).get<double>();
-    if (rule_ && rule_->holds(x)) return fmt::format("stop_at {} ({} at step {})", rule_->text(), x, step);
     if (best_step_ < 0 || (higher_better_ ? x > best_ : x < best_)) best_ = x, best_step_ = step, since_best_ = 0;
     else ++since_best_;
     if (patience_ > 0 && since_best_ >= patience_)

@@ -147,11 +147,19 @@ TEST_CASE("train: --stop-at ends at the first evaluation that meets it, --patien
   j = read_json(d.file("c/result.json"));
   CHECK(j["stop"].get<std::string>().rfind("patience 1 (val:acc best ", 0) == 0);
   CHECK(j["steps"] == 100);
+  // --patience-on judges another metric than the rule's (and is part of the run id).
+  r = run_pathbench(fmt::format("{} --stop-at 'val:acc>=2' --patience 1 --patience-on val:loss --lr 1e-12 --warmup 0 --out {}",
+                                base, d.file("d")));
+  REQUIRE(r.code == 0);
+  j = read_json(d.file("d/result.json"));
+  CHECK(j["stop"].get<std::string>().rfind("patience 1 (val:loss best ", 0) == 0);
+  CHECK(read_json(d.file("d/config.json"))["run_id"] != read_json(d.file("c/config.json"))["run_id"]);
 
   for (const char* bad : {"--stop-at 'val:acc>0.9' --eval-every 10", "--stop-at 'val:f1>=0.9' --eval-every 10",
                           "--stop-at 'nosplit:acc>=0.9' --eval-every 10", "--stop-at 'val:acc>=x' --eval-every 10",
                           "--stop-at 'val:acc>=0.9'", "--patience 3", "--patience -1 --eval-every 10",
-                          "--eval-batch -1", "--eval-every-n -2"}) {
+                          "--eval-batch -1", "--eval-every-n -2", "--patience-on val:loss --eval-every 10",
+                          "--patience 2 --patience-on val:f1 --eval-every 10", "--patience 2 --patience-on nosplit:loss --eval-every 10"}) {
     const auto e = run_pathbench(fmt::format("train --task flipflop:len=8 --device cpu {} --out {}", bad, d.file("x")));
     INFO(bad << ": " << e.err);
     CHECK(e.code == 2);
