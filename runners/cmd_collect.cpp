@@ -32,7 +32,8 @@ const std::vector<std::string> kEvalColumns = {
     "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
     "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
     "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
-    "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes"};
+    "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes",
+    "stop"};
 
 // Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h):
 // one row per evaluation, `bins` = "wrong:scored:sequences ..." (space-separated).
@@ -130,7 +131,7 @@ void collect_run(const fs::path& dir, Tables& t) {
   auto eval_row = [&](const json& e, const std::string& split, const std::string& task) {
     Row row;
     for (const char* k : {"sweep", "run_id", "status", "pe", "pe_name", "layers", "d_model", "heads", "lr",
-                          "steps", "batch", "seed", "mlp_ratio", "warmup", "weight_decay", "grad_clip"})
+                          "steps", "batch", "seed", "mlp_ratio", "warmup", "weight_decay", "grad_clip", "stop"})
       row[k] = run[k];
     for (const char* k : kOptionKeys) row[k] = run[k];
     for (const auto& [k, v] : run)

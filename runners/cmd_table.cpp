@@ -191,6 +191,21 @@ void run_table(TableOptions o) {
   if (!split.empty()) caption += " on " + split;
   if (min_layers) {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols, "layers"}, o.metric, "", lower);
+    // Whether a run of the deepest depth of (r, c) ended at its step budget (collect's "stop" is
+    // "steps"), so "none" is budget-limited rather than unsolved.
+    auto capped = [&](const std::string& r, const std::string& c) {
+      if (!csv.has("stop")) return false;
+      const size_t rc = csv.column(o.rows), cc = csv.column(o.cols), lc = csv.column("layers"), sc = csv.column("stop");
+      std::string deepest;
+      bool cap = false;
+      for (size_t i : rows) {
+        const auto& row = csv.rows[i];
+        if (row[rc] != r || row[cc] != c) continue;
+        if (deepest.empty() || value_less("layers", deepest, row[lc])) deepest = row[lc], cap = false;
+        if (row[lc] == deepest && row[sc] == "steps") cap = true;
+      }
+      return cap;
+    };
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
@@ -202,13 +217,14 @@ void run_table(TableOptions o) {
             cell = key[2];
             break;
           }
-          cell = "—";
+          cell = capped(r, c) ? "— (cap)" : "—";
         }
         table.back().second.push_back(cell);
       }
     }
     const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
-    caption = fmt::format("smallest layers where {} {} ≥ {} (— none; blank: no runs)", who, caption, o.min_layers);
+    caption = fmt::format("smallest layers where {} {} ≥ {} (— none; — (cap): none, and a run of the deepest "
+                          "depth ended at its step budget, so budget-limited; blank: no runs)", who, caption, o.min_layers);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
     // The rows of each cell, one per seed, in seed order.

@@ -190,8 +190,19 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   c.rows = rows;
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--min-layers", "0.9"}) ==
-        "*smallest layers where the mean acc ≥ 0.9 (— none; blank: no runs)*\n\n"
+        "*smallest layers where the mean acc ≥ 0.9 (— none; — (cap): none, and a run of the deepest depth ended at "
+        "its step budget, so budget-limited; blank: no runs)*\n\n"
         "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
+  // With collect's stop column: rope's deepest run at len 16 ended at its budget.
+  pb::Csv s = c;
+  s.header.push_back("stop");
+  for (auto& row : s.rows) row.push_back(row[0] == "rope:base=10000" && row[1] == "16" ? "steps" : "patience 8 (...)");
+  pb::write_file_atomic(csv, pb::write_csv(s));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 | — (cap) |"));
+  s.rows.back().back() = "patience 8 (...)";
+  pb::write_file_atomic(csv, pb::write_csv(s));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 | — |"));
+  pb::write_file_atomic(csv, pb::write_csv(c));
   // rope at len 8, seeds 0 / 1: 1 layer 0.4 / 0.93, 2 layers 0.89 / 0.95, 3 layers 0.93 / 0.95.
   c.rows.push_back({"rope:base=10000", "8", "1", "1", "0.93"});
   c.rows.push_back({"rope:base=10000", "8", "2", "1", "0.95"});
