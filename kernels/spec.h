@@ -1,5 +1,5 @@
 // Specs are strings: NAME[:key=value,...] names a task or a position encoding with its
-// parameters (design.md, "Specs are strings"). A Schema lists the valid keys with defaults;
+// parameters (README.md, "Commands"). A Schema lists the valid keys with defaults;
 // resolving a spec against it checks every key and value and yields the canonical form
 // (all keys, schema order, defaults filled in), used in run ids, CSV columns and file headers.
 #pragma once

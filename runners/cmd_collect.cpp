@@ -246,8 +246,10 @@ void add_collect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("collect",
                                  "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
-  cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
-  cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->required();
+  cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")
+      ->type_name("DIR")
+      ->required();
+  cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->type_name("DIR")->required();
   cmd->callback([dirs] { run_collect(dirs->first, dirs->second); });
 }
 

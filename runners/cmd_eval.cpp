@@ -18,9 +18,11 @@ void add_eval_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Evaluate a trained run (optionally on another task spec)");
-  cmd->add_option("--run", o->run, "run directory written by `pathbench train`")->required();
+  cmd->add_option("--run", o->run, "run directory written by `pathbench train`")
+      ->type_name("DIR")
+      ->required();
   cmd->add_option("--split", o->split, "one split (default: every eval split)");
-  cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)");
+  cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)")->type_name("SPEC");
   cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n, or its --eval-sizes entry)");
   cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([o] {

@@ -242,23 +242,30 @@ void run_sweep(const SweepOptions& o) {
 void add_sweep_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sweep", "Run the grid of a sweep file, skipping finished runs");
   auto o = std::make_shared<SweepOptions>();
-  cmd->add_option("file", o->file, "sweep file (TOML: [sweep], [base], [grid])")->required();
+  cmd->add_option("file", o->file, "sweep file (TOML: [sweep], [base], [grid])")
+      ->type_name("FILE")
+      ->required();
   cmd->add_option("--out", o->out, "root directory; runs go to OUT/<sweep name>/<run id>")
+      ->type_name("DIR")
       ->capture_default_str();
   cmd->add_option("--jobs", o->jobs, "runs at once; each gets CPU threads / N")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--gpus", o->gpus, "run on GPUs: 'all' or indices '0,1,...' (runs get --device cuda)");
+  cmd->add_option("--gpus", o->gpus, "run on GPUs: 'all' or indices '0,1,...' (runs get --device cuda)")
+      ->type_name("all|I,J,...");
   cmd->add_option("--jobs-per-gpu", o->jobs_per_gpu, "runs at once on each GPU (implies --gpus all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)");
+  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)")
+      ->type_name("I/N");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs (id, state, values) on stdout; run nothing");
   cmd->add_flag("--retry-failed", o->retry_failed, "rerun runs whose result.json has status failed");
   cmd->add_option("--pack", o->pack,
                   "K|auto: run K runs at once per GPU (or on the CPU) as threads of this process, each on its "
-                  "own CUDA stream (auto: as many as fit in GPU memory)");
+                  "own CUDA stream (auto: as many as fit in GPU memory)")
+      ->type_name("K|auto");
   cmd->add_option("--drain-after", o->drain_after,
                   "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next start")
+      ->type_name("SECONDS")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--estimate", o->estimate,
                 "with --pack: time a few packed steps of each shape and print the projected time; run nothing");

@@ -8,7 +8,7 @@ void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train one model on one task and evaluate it");
   auto cfg = std::make_shared<TrainConfig>();
   add_train_options(*cmd, *cfg);
-  cmd->add_option("--out", cfg->out, "run directory")->required();
+  cmd->add_option("--out", cfg->out, "run directory")->type_name("DIR")->required();
   cmd->callback([cfg] {
     resolve(*cfg);
     if (const int rc = run_training(*cfg)) std::exit(rc);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <string>
 
 #include "git_commit.h"
 #include "kernels/error.h"
@@ -27,7 +28,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "pathbench: error: {}\n", e.what());
+    if (app.get_subcommands().empty() && argc > 1 && argv[1][0] != '-') {  // the first word is no command
+      std::string names;
+      for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+        names += (names.empty() ? "" : ", ") + c->get_name();
+      fmt::print(stderr, "pathbench: error: unknown command '{}'; valid: {}\n", argv[1], names);
+    } else {
+      fmt::print(stderr, "pathbench: error: {}\n", e.what());
+    }
     return 2;
   } catch (const pb::Error& e) {
     fmt::print(stderr, "pathbench: error: {}\n", e.what());

@@ -21,8 +21,12 @@
 namespace pb {
 
 void add_train_options(CLI::App& cmd, TrainConfig& c) {
-  cmd.add_option("--task", c.task, "task spec NAME[:key=value,...] (see `pathbench list`)")->required();
-  cmd.add_option("--pe", c.pe, "position-encoding spec NAME[:key=value,...]")->capture_default_str();
+  cmd.add_option("--task", c.task, "task spec NAME[:key=value,...] (see `pathbench list`)")
+      ->type_name("SPEC")
+      ->required();
+  cmd.add_option("--pe", c.pe, "position-encoding spec NAME[:key=value,...]")
+      ->type_name("SPEC")
+      ->capture_default_str();
   cmd.add_option("--layers", c.layers, "transformer blocks")->capture_default_str();
   cmd.add_option("--d-model", c.d_model, "model width")->capture_default_str();
   cmd.add_option("--heads", c.heads, "attention heads (head dim = d_model / heads)")->capture_default_str();
@@ -50,8 +54,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
                  "(else the first eval split's loss); 0: off")->capture_default_str();
   cmd.add_option("--patience-on", c.patience_on,
                  "SPLIT:METRIC whose improvement --patience waits for (default: the --stop-at metric, else "
-                 "the first eval split's loss), e.g. val:loss");
-  cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
+                 "the first eval split's loss), e.g. val:loss")
+      ->type_name("SPLIT:METRIC");
+  cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data")
+      ->type_name("FILE");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_option("--precision", c.precision,
                  "GPU arithmetic: fp32 | tf32 (TF32 matmuls) | bf16 (bf16 matmul products and attention "

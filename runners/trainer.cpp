@@ -195,7 +195,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       }
       if (!shard.lead()) continue;
       const double tps = tokens_per_step * step / elapsed();
-      if (progress->update(step, loss, tps) || step == cfg.steps)
+      if (progress->update(step, loss) || step == cfg.steps)
         append_line(dir + "metrics.jsonl",
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());

@@ -9,7 +9,7 @@
 # bench writes results/bench/train.csv (one row per framework × config × encoding × precision);
 # attention writes results/bench/attention.csv and attention.md (scripts/bench_attention.py): the
 # attention kernels (`pathbench bench attention`, bf16; F32=1 adds f32 PaTH) against PyTorch SDPA
-# (flash) at the shapes of targets.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
+# (flash) at the shapes of docs/anchors.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
 # profile (not part of all) writes results/bench/ncu/: ncu kernel times of one TF32 step of RoPE
 # and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
 # ncu-attention (not part of all): ncu kernel times of one bf16 fwd+bwd call of each PE (default

@@ -1,4 +1,4 @@
-// MQRAR-N (paper-spec.md §4.3, the INFERENCE generator): a stream of len/2 assignments "key value"
+// MQRAR-N (docs/tasks-sources.md: our reading of the paper): a stream of len/2 assignments "key value"
 // with uniform keys and values; at each key with ≥ n_back earlier assignments the target is the
 // value of its n_back-th most recent earlier assignment. Keys are tokens 0..n_keys-1, values
 // n_keys..n_keys+n_values-1.
