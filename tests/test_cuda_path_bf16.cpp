@@ -1,4 +1,4 @@
-// GPU tests of the bf16 PaTH kernels (kernels/cuda/path_attention_bf16.cu) against the CPU
+// GPU tests of the bf16 PaTH kernels (kernels/cuda/path_bf16_*.cu) against the CPU
 // reference in double (kernels/cpu/path_attention.cpp) given the same inputs: q, k, v and dout
 // rounded to bf16, w, β, log_f rounded to float, so the error measured is the kernels' own.
 // Tolerances are the accuracy of the paper authors' Triton kernel measured the same way

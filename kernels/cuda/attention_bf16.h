@@ -5,7 +5,7 @@
 // and their gradients are bf16, w, β, log_f, lse and their gradients fp32. Head dims 32, 64, 128.
 // Plain C++ sees bf16 as its bits (uint16_t), so this header needs no CUDA header.
 //   flash_attention_bf16.cu   causal softmax attention, optional gate (NoPE, RoPE after rotation, FoX)
-//   path_attention_bf16.cu    PaTH and PaTH-FoX
+//   path_bf16_forward.cu, path_bf16_backward.cu   PaTH and PaTH-FoX
 // Like every op of ops.h: enqueued on the calling thread's stream, no sync, no allocation
 // (scratch() only), so calls can be captured in a CUDA graph.
 #pragma once

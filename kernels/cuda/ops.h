@@ -67,7 +67,7 @@ void stick_breaking_forward(float* o, const float* q, const float* k, const floa
                             const StickBreakingArgs& args);
 void stick_breaking_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                              const float* k, const float* v, const StickBreakingArgs& args);
-// path_attention.cu
+// path_launch.cu (the stages in path_*.cu, kernels/cuda/README.md)
 void path_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                             const float* w, const float* beta, const float* log_f,
                             const PathAttentionArgs& args);

@@ -1,381 +1,8 @@
-// PaTH attention (and PaTH-FoX) with bf16 q, k, v on tensor cores (attention_bf16.h). The math and
-// the names are those of path_attention.cu and kernels/README.md ("PaTH attention"); the block
-// products P_J = H_{J·S+S−1} ⋯ H_{J·S} = I − W_Jᵀ U_J come from its prep kernel.
-//
-// Forward (three launches, four in the C form):
-//   prep     path_attention.cu (TF32 tensor cores on bf16 q, k widened to fp32 in shared memory),
-//            per (block, b·h): G, Q̃ (queries at their block's left edge), K̃ (keys at their block's
-//            right edge), U, S_loc (the logits inside each block) and, in the C form (D ≤ S:
-//            D = 32, 64), C_J = W_Jᵀ U_J (P_J = I − C_J)
-//   pack     K̃ → bf16, and C → f16 (C form) or W, U → f16, for 16-byte cp.async copies
-//   scan     per (128 query rows, b·h), 8 warps of 16 rows, heaviest first. Per warp, query block
-//            I: the online softmax starts on S_loc (diagonal block); then for key blocks
-//            J = I−1 … 0, with R the queries moved to J's right edge (R = Q̃ at the start):
-//              z = R K̃_Jᵀ                      mma bf16 (fla: the input dtype)
-//              s = scale·z + G_i − G_j, online softmax in base 2, acc += P V_J (mma bf16)
-//              R ← R − R C_J                   C form: mma f16, R kept in fp32 registers (J > 0)
-//              R ← R − (R W_Jᵀ) U_J            D = 128: two mma f16 (fla: f16, finer than bf16
-//                                              for |·| ≤ 1 values)
-//            K̃_J, V_J and C_J (or W_J, U_J) are staged in shared memory by cp.async, double-buffered.
-//            o = acc / l (bf16), lse = ln Σ_j e^{s_ij} (fp32).
-// Backward: path_attention.cu's prep and zeroed accumulators (path::backward_begin), pack, the
-// tensor-core backward scan below (it writes δ, dQ̃ and the off-diagonal dV, dK̃, dG, and dC or
-// dU, dW), then path_attention.cu's UT backward and gate kernels (path::backward_end: dC → dU, dW
-// first in the C form), which read bf16 q, k, v, dout and write dq, dk, dv rounded to bf16 once.
-// Versions, predictions and measurements: kernels/dev/path_bf16_notes.md.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <algorithm>
-#include <cmath>
-
-#include "kernels/cuda/attention_bf16.h"
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/path_attention.cuh"
-#include "kernels/cuda/runtime.h"
-
-namespace pb::cuda {
-namespace {
-
-using namespace mma;
-constexpr int kFwdWarps = 8, kBwdWarps = 8;  // warps per CTA, 16 query rows each
-constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-
-// The C form (path::c_form: D ≤ S): queries cross key block J by R ← R − R C_J with the D × D
-// matrix C_J = W_Jᵀ U_J, one product instead of two (x = R W_Jᵀ, R ← R − x U_J).
-template <int S, int D>
-constexpr bool kC = path::c_form(S, D);
-
-// Shared memory of the scan, per stage: K̃_J (bf16), V_J (bf16), then C_J (f16, D × D) in the
-// C form, else W_J and U_J (f16, S × D each), with row stride LD = D + 8 halves (16-byte rows,
-// ldmatrix without bank conflicts), then G of the key block (S doubles). The diagonal block's V
-// (kRows rows) aliases stage 1.
-template <int S, int D>
-struct Layout {
-  static constexpr int kRows = 16 * kFwdWarps;
-  static constexpr int LD = D + 8;
-  static constexpr int kTile = S * LD;                        // halves of an (S, D) tile
-  static constexpr int kMove = kC<S, D> ? D * LD : 2 * kTile;  // C_J, or W_J and U_J
-  static constexpr int kStage = (2 * kTile + kMove) * 2 + S * 8;  // bytes
-  static constexpr int kBytes = 2 * kStage;
-  static_assert(kRows * LD <= 2 * kTile + kMove, "the diagonal V fits in a stage");
-};
-
-// R ← R + (−R) C_J, i.e. R P_J in the C form: R (16 × D) in fp32 C fragments, rh the A fragments
-// of −R in f16 (taken before the update), C_J (D × D, f16) in shared memory. The forward scan and
-// the backward's pre-scan both move queries with it, so they compute the same R_J.
-template <int D, int LD>
-__device__ __forceinline__ void move_c(float (&r)[D / 8][4], const uint32_t (&rh)[D / 16][4],
-                                       const uint16_t* c) {
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-    for (int nd = 0; nd < D / 16; ++nd) {
-      uint32_t bc[4];
-      load_b_kn(bc, c, LD, 16 * kk, 16 * nd);
-      mma_16816<F16>(r[2 * nd], rh[kk], bc[0], bc[1]);
-      mma_16816<F16>(r[2 * nd + 1], rh[kk], bc[2], bc[3]);
-    }
-}
-
-struct ScanArgs {
-  int B, T, H, n_blocks, Tp, n_tiles;
-  float scale_log2;  // scale · log2 e
-  const double* g;   // (B·H, Tp)
-  const float* q_hat;                 // (B·H, Tp, D)
-  const float* s_loc;                 // (B·H, n_blocks, S, S)
-  const __nv_bfloat16* k_hat;         // (B·H, Tp, D)
-  const __half *w, *u;                // (B·H, Tp, D), not in the C form
-  const __half* c;                    // (B·H, n_blocks, D, D), the C form only
-  const __nv_bfloat16* v;             // (B, T, H, D)
-  __nv_bfloat16* o;                   // (B, T, H, D)
-  float* lse;                         // (B, T, H)
-  bool gated;
-};
-
-// K̃ → bf16 from prep's (B·H, Tp, D) rows; unless wh is null (the C form), also U → f16 and
-// W → f16 from (B, T, H, D) (0 at t ≥ T), and with wb, ub (the backward) bf16 copies of W and U.
-__global__ void pack_kernel(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
-                            const float* k_hat, const float* u, const float* w, int T, int H, int D, int Tp,
-                            int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    kb[i] = __float2bfloat16_rn(k_hat[i]);
-    if (!wh) continue;
-    const int64_t row = i / D;  // b·h·Tp + t
-    const int c = int(i - row * D), t = int(row % Tp), bh = int(row / Tp), b = bh / H, h = bh % H;
-    const float wi = t < T ? w[((int64_t(b) * T + t) * H + h) * D + c] : 0.f;
-    uh[i] = __float2half_rn(u[i]);
-    wh[i] = __float2half_rn(wi);
-    if (wb) wb[i] = __float2bfloat16_rn(wi), ub[i] = __float2bfloat16_rn(u[i]);
-  }
-}
-
-// The C form: C → f16, and with cb (the backward) also → bf16.
-__global__ void pack_c_kernel(__half* ch, __nv_bfloat16* cb, const float* c, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    ch[i] = __float2half_rn(c[i]);
-    if (cb) cb[i] = __float2bfloat16_rn(c[i]);
-  }
-}
-
-// ROWS rows of an (·, D) b16 tile, by the NT threads of the CTA, from global rows `stride` elements
-// apart into shared memory (stride LD); rows ≥ n_valid are zero-filled instead of read. Each thread
-// copies one 16-byte chunk column of every NT / (D / 8)-th row: the addresses are set up once.
-template <int ROWS, int D, int LD, int NT>
-__device__ __forceinline__ void stage_rows(uint16_t* dst, const void* src, int64_t stride, int n_valid) {
-  constexpr int kChunks = D / 8, kStep = NT / kChunks;  // 16-byte chunks per row, rows per pass
-  static_assert(NT % kChunks == 0, "whole rows per pass");
-  const int r0 = threadIdx.x / kChunks, c = (threadIdx.x % kChunks) * 8;
-  const uint16_t* s = static_cast<const uint16_t*>(src) + r0 * stride + c;
-  uint16_t* d = dst + r0 * LD + c;
-#pragma unroll
-  for (int i = 0; i < (ROWS + kStep - 1) / kStep; ++i) {
-    const int r = r0 + i * kStep;
-    if (ROWS % kStep != 0 && r >= ROWS) break;
-    if (r < n_valid)
-      cp_async16(d + i * kStep * LD, s + i * kStep * stride);
-    else
-      *reinterpret_cast<uint4*>(d + i * kStep * LD) = make_uint4(0, 0, 0, 0);
-  }
-}
-
-// Two CTAs per SM at D ≤ 64: 128 registers with 168 bytes of spills, 11–13% faster than one CTA at
-// 178 registers (B = 8, T = 4096 and B = 32, T = 1024, D = 64, v9). At D = 128 (226 registers) the
-// same bound spills 1.2 KB, so one CTA.
-template <int S, int D>
-__global__ void __launch_bounds__(kFwdWarps * 32, D <= 64 ? 2 : 1) path_scan_bf16_kernel(ScanArgs a) {
-  using L = Layout<S, D>;
-  constexpr int LD = L::LD, NS = S / 8, ND = D / 8;  // n-tiles of 8 over keys / over d
-  constexpr int kRows = L::kRows, NT = kFwdWarps * 32;
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int bh = blockIdx.x, b = bh / a.H, h = bh % a.H;
-  const int a0 = (a.n_tiles - 1 - int(blockIdx.y)) * kRows;  // heaviest tiles first
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-  const int w0 = a0 + 16 * warp;                   // the warp's first row
-  const int I = w0 / S;                             // its query block
-  const bool active = I < a.n_blocks;               // the last CTA may reach past the blocks
-  const int top = min((a0 + kRows - 1) / S, a.n_blocks - 1);  // the CTA's highest query block
-  const int64_t head = int64_t(bh) * a.Tp;          // scratch row of position 0
-  const int64_t vstride = int64_t(a.H) * D;         // (B, T, H, D) rows of one head
-  const __nv_bfloat16* v_head = a.v + (int64_t(b) * a.T * a.H + h) * D;
-
-  auto stage = [&](int s) { return smem + s * L::kStage; };
-  auto k_s = [&](int s) { return reinterpret_cast<uint16_t*>(stage(s)); };
-  auto v_s = [&](int s) { return k_s(s) + L::kTile; };
-  auto w_s = [&](int s) { return k_s(s) + 2 * L::kTile; };  // C_J in the C form
-  auto u_s = [&](int s) { return k_s(s) + 3 * L::kTile; };
-  auto g_s = [&](int s) { return reinterpret_cast<double*>(stage(s) + (2 * L::kTile + L::kMove) * 2); };
-  auto load_block = [&](int s, int J) {
-    const int64_t r0 = head + int64_t(J) * S;
-    stage_rows<S, D, LD, NT>(k_s(s), a.k_hat + r0 * D, D, S);
-    stage_rows<S, D, LD, NT>(v_s(s), v_head + int64_t(J) * S * vstride, vstride, S);
-    if constexpr (kC<S, D>) {
-      stage_rows<D, D, LD, NT>(w_s(s), a.c + (int64_t(bh) * a.n_blocks + J) * D * D, D, D);
-    } else {
-      stage_rows<S, D, LD, NT>(w_s(s), a.w + r0 * D, D, S);
-      stage_rows<S, D, LD, NT>(u_s(s), a.u + r0 * D, D, S);
-    }
-    for (int e = threadIdx.x; e < S / 2; e += NT) cp_async16(g_s(s) + 2 * e, a.g + r0 + 2 * e);
-  };
-
-  // The diagonal block's V (the CTA's own rows) into stage 1, the first key block into stage 0.
-  uint16_t* v_diag = k_s(1);
-  stage_rows<kRows, D, LD, NT>(v_diag, v_head + int64_t(a0) * vstride, vstride, min(kRows, a.T - a0));
-  if (top >= 1) load_block(0, top - 1);
-  cp_async_commit();
-
-  // Per thread: rows g and g + 8 of the warp (ρ = 0, 1); C-fragment element e is row g + 8·(e / 2),
-  // column 8j + 2·t4 + e % 2 of n-tile j.
-  float r[ND][4];    // R (16 × D), fp32
-  float acc[ND][4];  // Σ_j e^{s_ij − m_i} v_j
-  float m[2], l[2];  // running max (base 2) and this thread's part of the row sum
-  double gq[2];      // G of the rows
-  if (active) {
-#pragma unroll
-    for (int j = 0; j < ND; ++j)
-#pragma unroll
-      for (int rho = 0; rho < 2; ++rho) {
-        const float2 x = *reinterpret_cast<const float2*>(a.q_hat + (head + w0 + g + 8 * rho) * D + 8 * j + 2 * t4);
-        r[j][2 * rho] = x.x, r[j][2 * rho + 1] = x.y;
-      }
-    for (int rho = 0; rho < 2; ++rho) gq[rho] = a.gated ? a.g[head + w0 + g + 8 * rho] : 0.0;
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-
-  // Diagonal block: s_ij = scale·S_loc_ij + G_i − G_j for j ≤ i inside block I.
-  if (active) {
-    const int rl = w0 - I * S;  // the warp's first row within its block
-    const float* sl = a.s_loc + (int64_t(bh) * a.n_blocks + I) * S * S;
-    float p[NS][4];
-#pragma unroll
-    for (int rho = 0; rho < 2; ++rho) {
-      const int row = rl + g + 8 * rho;
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < NS; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int col = 8 * j + 2 * t4 + e;
-          float s = -INFINITY;
-          if (col <= row) {
-            s = sl[row * S + col] * a.scale_log2;
-            if (a.gated) s += float(gq[rho] - a.g[head + I * S + col]) * kLog2e;
-          }
-          p[j][2 * rho + e] = s;
-          mx = fmaxf(mx, s);
-        }
-      m[rho] = quad_max(mx);  // finite: the diagonal is there
-      l[rho] = 0.f;
-#pragma unroll
-      for (int j = 0; j < NS; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = p[j][2 * rho + e];
-          x = exp2f(x - m[rho]);  // exp2(−inf) = 0 above the diagonal
-          l[rho] += x;
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < ND; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-    const int vr = I * S - a0;  // the block's first row in v_diag
-#pragma unroll
-    for (int kk = 0; kk < S / 16; ++kk) {
-      if (16 * kk > rl + 15) break;  // keys past the warp's last row have p = 0
-      uint32_t pa[4];
-      c_to_a<Bf16>(pa, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        uint32_t bv[4];
-        load_b_kn(bv, v_diag, LD, vr + 16 * kk, 16 * nd);
-        mma_16816<Bf16>(acc[2 * nd], pa, bv[0], bv[1]);
-        mma_16816<Bf16>(acc[2 * nd + 1], pa, bv[2], bv[3]);
-      }
-    }
-  }
-
-  for (int J = top - 1; J >= 0; --J) {
-    const int s = (top - 1 - J) & 1;
-    __syncthreads();  // every warp is done with stage s ^ 1 (the previous block, or v_diag)
-    if (J > 0) load_block(s ^ 1, J - 1);
-    cp_async_commit();
-    cp_async_wait<1>();  // block J's copies (committed one step earlier) have landed
-    __syncthreads();
-    if (!active || J >= I) continue;  // warp-uniform: this warp's rows start after block J
-
-    // z = R K̃_Jᵀ (bf16), 16 × S; then in the C form R ← R − R C_J (f16) at once, off the softmax's
-    // path; otherwise x = R W_Jᵀ (f16, 16 × S) here and R ← R − x U_J after the softmax.
-    float z[NS][4], x[kC<S, D> ? 1 : NS][4];
-    uint32_t rh[kC<S, D> ? D / 16 : 1][4];  // the C form: −R as f16 A fragments
-#pragma unroll
-    for (int j = 0; j < NS; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) z[j][e] = 0.f;
-    if constexpr (!kC<S, D>)
-#pragma unroll
-      for (int j = 0; j < NS; ++j) x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t ra[4], rf[4];
-      c_to_a<Bf16>(ra, r[2 * kk], r[2 * kk + 1]);
-      if constexpr (kC<S, D>)
-        c_to_a<F16>(rh[kk], r[2 * kk], r[2 * kk + 1], -1.f);
-      else
-        c_to_a<F16>(rf, r[2 * kk], r[2 * kk + 1]);
-#pragma unroll
-      for (int nn = 0; nn < S / 16; ++nn) {
-        uint32_t bk[4];
-        load_b_nk(bk, k_s(s), LD, 16 * nn, 16 * kk);
-        mma_16816<Bf16>(z[2 * nn], ra, bk[0], bk[1]);
-        mma_16816<Bf16>(z[2 * nn + 1], ra, bk[2], bk[3]);
-        if constexpr (!kC<S, D>) {
-          uint32_t bw[4];
-          load_b_nk(bw, w_s(s), LD, 16 * nn, 16 * kk);
-          mma_16816<F16>(x[2 * nn], rf, bw[0], bw[1]);
-          mma_16816<F16>(x[2 * nn + 1], rf, bw[2], bw[3]);
-        }
-      }
-    }
-    if constexpr (kC<S, D>)
-      if (J > 0) move_c<D, LD>(r, rh, w_s(s));
-
-    // Online softmax (base 2): s = (scale·z + G_i − G_j)·log2 e, m' = max(m, max_j s),
-    // acc ← 2^{m − m'} acc, l likewise, p = 2^{s − m'}.
-    const double* gk = g_s(s);
-#pragma unroll
-    for (int rho = 0; rho < 2; ++rho) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < NS; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = z[j][2 * rho + e];
-          v *= a.scale_log2;
-          if (a.gated) v += float(gq[rho] - gk[8 * j + 2 * t4 + e]) * kLog2e;
-          mx = fmaxf(mx, v);
-        }
-      const float m_new = fmaxf(m[rho], quad_max(mx));
-      const float alpha = exp2f(m[rho] - m_new);
-      m[rho] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < NS; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& v = z[j][2 * rho + e];
-          v = exp2f(v - m_new);
-          sum += v;
-        }
-      l[rho] = l[rho] * alpha + sum;
-#pragma unroll
-      for (int j = 0; j < ND; ++j) acc[j][2 * rho] *= alpha, acc[j][2 * rho + 1] *= alpha;
-    }
-
-    // acc += P V_J; then (not in the C form) R ← R − x U_J (not needed after the last block).
-#pragma unroll
-    for (int kk = 0; kk < S / 16; ++kk) {
-      uint32_t pa[4], xa[4];
-      c_to_a<Bf16>(pa, z[2 * kk], z[2 * kk + 1]);
-      if constexpr (!kC<S, D>) c_to_a<F16>(xa, x[2 * kk], x[2 * kk + 1], -1.f);
-#pragma unroll
-      for (int nd = 0; nd < D / 16; ++nd) {
-        uint32_t bv[4];
-        load_b_kn(bv, v_s(s), LD, 16 * kk, 16 * nd);
-        mma_16816<Bf16>(acc[2 * nd], pa, bv[0], bv[1]);
-        mma_16816<Bf16>(acc[2 * nd + 1], pa, bv[2], bv[3]);
-        if constexpr (!kC<S, D>)
-          if (J > 0) {
-            uint32_t bu[4];
-            load_b_kn(bu, u_s(s), LD, 16 * kk, 16 * nd);
-            mma_16816<F16>(r[2 * nd], xa, bu[0], bu[1]);
-            mma_16816<F16>(r[2 * nd + 1], xa, bu[2], bu[3]);
-          }
-      }
-    }
-  }
-
-  // o_i = acc_i / l_i (bf16), lse_i = (m_i + log2 l_i)·ln 2.
-  if (!active) return;
-#pragma unroll
-  for (int rho = 0; rho < 2; ++rho) {
-    const int t = w0 + g + 8 * rho;
-    const float l_row = quad_sum(l[rho]);
-    if (t >= a.T) continue;
-    const int64_t row = (int64_t(b) * a.T + t) * a.H + h;
-#pragma unroll
-    for (int j = 0; j < ND; ++j)
-      *reinterpret_cast<__nv_bfloat162*>(a.o + row * D + 8 * j + 2 * t4) =
-          __floats2bfloat162_rn(acc[j][2 * rho] / l_row, acc[j][2 * rho + 1] / l_row);
-    if (t4 == 0) a.lse[row] = (m[rho] + log2f(l_row)) * kLn2;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Backward scan: the fp32 scan of path_attention.cu on tensor cores, filling the same
-// accumulators (path::Accumulators) for its UT backward. Persistent CTAs (as many as are
-// resident) take the items (b·h, 128 query rows) from an atomic counter, in groups of heads,
-// heaviest first inside a group; per item and warp (16 rows of query block I):
+// PaTH backward scan on bf16 tensor cores (stage map in path_bf16.cuh). path_bwd_scan_bf16: the
+// fp32 scan (path_backward.cu) on tensor cores, filling the same accumulators (path::Accumulators)
+// for the UT backward. Persistent CTAs (as many as are resident) take the items (b·h, 128 query
+// rows) from an atomic counter, in groups of heads, heaviest first inside a group; per item and
+// warp (16 rows of query block I):
 //   pre-scan   J = top−1 … 0: R_J (the queries at key block J's right edge; R = Q̃_I at J = I−1) is
 //              stored as bf16 A fragments in the CTA's own slice of scratch (linear in T), then
 //              R ← R − R C_J (C form) or R ← R − (R W_Jᵀ) U_J (f16, exactly as the forward).
@@ -388,6 +15,23 @@ __global__ void __launch_bounds__(kFwdWarps * 32, D <= 64 ? 2 : 1) path_scan_bf1
 //              dU_J −= Xᵀ γ_old, dW_J −= Yᵀ R_J
 //   end        dQ̃ = γ; with a gate dG_i += Σ_j dS_ij (rows), dG_j −= Σ_i dS_ij (every step, columns).
 // Warps whose block I ≤ J sit a step out with zero rows in the shared products.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/attention_bf16.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/path_attention.cuh"
+#include "kernels/cuda/path_bf16.cuh"
+#include "kernels/cuda/runtime.h"
+
+namespace pb::cuda::path {
+namespace {
+
+using namespace mma;
 
 template <int S, int D>
 struct BwdLayout {
@@ -424,8 +68,9 @@ struct BwdArgs {
   int group;       // heads per item group (see the kernel)
 };
 
+
 template <int S, int D>
-__global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_kernel(BwdArgs a) {
+__global__ void __launch_bounds__(kBwdWarps * 32, 1) path_bwd_scan_bf16(BwdArgs a) {
   using L = BwdLayout<S, D>;
   constexpr int LD = L::LD, LK = L::LK, NS = S / 8, ND = D / 8, KD = D / 16;
   constexpr int kWarps = kBwdWarps, kRows = L::kRows, NT = kWarps * 32;
@@ -865,100 +510,14 @@ __global__ void __launch_bounds__(kBwdWarps * 32, 1) path_scan_backward_bf16_ker
   }
 }
 
-void pack(__nv_bfloat16* kb, __half* wh, __half* uh, __nv_bfloat16* wb, __nv_bfloat16* ub,
-          const path::Prepared& p, const float* w, const AttnShape& sh) {
-  const int64_t n = int64_t(sh.B) * sh.H * p.Tp * sh.D;
-  pack_kernel<<<int(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, stream()>>>(
-      kb, wh, uh, wb, ub, p.k_hat, p.u, w, sh.T, sh.H, sh.D, p.Tp, n);
-  PB_LAUNCH_CHECK();
-}
-
-void pack_c(__half* ch, __nv_bfloat16* cb, const float* c, int64_t n) {
-  pack_c_kernel<<<int(std::min<int64_t>((n + 255) / 256, 8192)), 256, 0, stream()>>>(ch, cb, c, n);
-  PB_LAUNCH_CHECK();
-}
-
-// The packed copies the scans read, in scratch arena 2 after `cv`'s earlier arrays: K̃ (bf16), and
-// in the C form C (f16; the backward also bf16), else W, U (f16; the backward also bf16).
-struct Packed {
-  __nv_bfloat16 *kb = nullptr, *wb = nullptr, *ub = nullptr;  // (B·H, Tp, D)
-  __half *wh = nullptr, *uh = nullptr;                        // (B·H, Tp, D)
-  __half* ch = nullptr;                                       // (B·H, n_blocks, D, D)
-  __nv_bfloat16* cb = nullptr;                                // (B·H, n_blocks, D, D)
-};
-Packed take_packed(Carver& cv, const AttnShape& sh, int S, bool backward) {
-  const int n_blocks = ceil_div(sh.T, S);
-  const int64_t packed = int64_t(sh.B) * sh.H * n_blocks * S * sh.D;  // (B·H, Tp, D)
-  const int64_t c_size = int64_t(sh.B) * sh.H * n_blocks * sh.D * sh.D;
-  Packed p;
-  p.kb = cv.take<__nv_bfloat16>(packed);
-  if (path::c_form(S, sh.D)) {
-    p.ch = cv.take<__half>(c_size);
-    if (backward) p.cb = cv.take<__nv_bfloat16>(c_size);
-  } else {
-    p.wh = cv.take<__half>(packed);
-    p.uh = cv.take<__half>(packed);
-    if (backward) p.wb = cv.take<__nv_bfloat16>(packed), p.ub = cv.take<__nv_bfloat16>(packed);
-  }
-  return p;
-}
-void pack_all(const Packed& pk, const path::Prepared& p, const float* w, const AttnShape& sh) {
-  pack(pk.kb, pk.wh, pk.uh, pk.wb, pk.ub, p, w, sh);
-  if (pk.ch) pack_c(pk.ch, pk.cb, p.c, int64_t(sh.B) * sh.H * p.n_blocks * sh.D * sh.D);
-}
-
-template <int S, int D>
-void scan(const ScanArgs& args) {
-  using L = Layout<S, D>;
-  set_smem(path_scan_bf16_kernel<S, D>, L::kBytes);
-  path_scan_bf16_kernel<S, D><<<dim3(args.B * args.H, args.n_tiles), kFwdWarps * 32, L::kBytes, stream()>>>(args);
-  PB_LAUNCH_CHECK();
-}
-
-void check_shape(const AttnShape& sh) {
-  if (sh.D != 32 && sh.D != 64 && sh.D != 128)
-    throw_cuda_error("path_attention_bf16", "head dim must be 32, 64 or 128", __FILE__, __LINE__);
-}
-
-}  // namespace
-
-void path_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k,
-                                 const bf16_bits* v, const float* w, const float* beta,
-                                 const float* log_f, const PathAttentionArgs& args) {
-  const AttnShape& sh = args.shape;
-  if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
-  check_shape(sh);
-  const int S = sh.D > 64 ? 32 : 64;
-
-  // Arena 2: the packed copies.
-  Carver measure{nullptr};
-  take_packed(measure, sh, S, false);
-  Carver cv{static_cast<char*>(scratch(measure.used, 2))};
-  const Packed pk = take_packed(cv, sh, S, false);
-  const path::Prepared p = path::prepare(q, k, w, beta, log_f, args);
-  pack_all(pk, p, w, sh);
-
-  const ScanArgs sa{sh.B, sh.T, sh.H, p.n_blocks, p.Tp, ceil_div(sh.T, Layout<64, 64>::kRows),
-                    float(args.scale) * kLog2e, p.g, p.q_hat, p.s_loc, pk.kb, pk.wh, pk.uh, pk.ch, bf(v),
-                    bf(o), lse, log_f != nullptr};
-  if (sh.D == 32)
-    scan<64, 32>(sa);
-  else if (sh.D == 64)
-    scan<64, 64>(sa);
-  else
-    scan<32, 128>(sa);
-}
-
-namespace {
-
 // The bf16 scan's grid: the CTAs resident on the whole device at once (after the smem opt-in).
 template <int S, int D>
 int resident_ctas() {
-  set_smem(path_scan_backward_bf16_kernel<S, D>, BwdLayout<S, D>::kBytes);
+  set_smem(path_bwd_scan_bf16<S, D>, BwdLayout<S, D>::kBytes);
   int device = 0, sms = 0, per_sm = 0;
   PB_CUDA_CHECK(cudaGetDevice(&device));
   PB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, path_scan_backward_bf16_kernel<S, D>,
+  PB_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, path_bwd_scan_bf16<S, D>,
                                                               kBwdWarps * 32, BwdLayout<S, D>::kBytes));
   return sms * std::max(per_sm, 1);
 }
@@ -989,12 +548,15 @@ void backward_impl(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float
   const BwdArgs ba{sh.B, sh.T, sh.H, n_blocks, acc.Tp, n_tiles, float(args.scale), float(args.scale) * kLog2e,
                    acc.g, acc.q_hat, pk.kb, pk.wb, pk.ub, pk.wh, pk.uh, pk.ch, pk.cb, bf(v), bf(o), bf(dout),
                    lse, states, acc, log_f != nullptr, next_item, std::max(1, ctas / n_tiles)};
-  path_scan_backward_bf16_kernel<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
+  path_bwd_scan_bf16<S, D><<<ctas, kBwdWarps * 32, BwdLayout<S, D>::kBytes, stream()>>>(ba);
   PB_LAUNCH_CHECK();
   path::backward_end(acc, dq, dk, dv, dw, dbeta, dlog_f, dout, lse, q, k, v, w, beta, log_f, args);
 }
 
 }  // namespace
+}  // namespace pb::cuda::path
+
+namespace pb::cuda {
 
 void path_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dw, float* dbeta,
                                   float* dlog_f, const bf16_bits* dout, const bf16_bits* o,
@@ -1003,13 +565,13 @@ void path_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, f
                                   const float* log_f, const PathAttentionArgs& args) {
   const AttnShape& sh = args.shape;
   if (sh.B == 0 || sh.T == 0 || sh.H == 0) return;
-  check_shape(sh);
+  path::check_shape(sh);
   if (sh.D == 32)
-    backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+    path::backward_impl<64, 32>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
   else if (sh.D == 64)
-    backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+    path::backward_impl<64, 64>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
   else
-    backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
+    path::backward_impl<32, 128>(dq, dk, dv, dw, dbeta, dlog_f, dout, o, lse, q, k, v, w, beta, log_f, args);
 }
 
 }  // namespace pb::cuda
