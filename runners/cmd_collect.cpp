@@ -3,9 +3,9 @@
 // evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
 // history.csv; the per-sequence error counts of those last evaluations rows of seqstats.csv.
 // Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
-// result.json an object with a status and numeric measurements, config.json a complete run config
-// (a failed run without one is skipped with a warning), eval.jsonl rows objects with a split,
-// numeric measurements and a task that is the run's at some len.
+// result.json an object with a status and numeric measurements, config.json an object with task
+// and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
+// split, numeric measurements and a task that is the run's at some len.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -132,21 +132,22 @@ struct Tables {
   std::vector<Row> runs, evals, history, seqstats;
 };
 
-// Adds the rows of the run in `dir` (which has a result.json) to `t`; false, with a warning, for a
-// failed run that has no config.json (it failed before writing one): nothing to label a row with.
-bool collect_run(const fs::path& dir, Tables& t) {
+// Adds the rows of the run in `dir` (which has a result.json) to `t`. A failed run may lack
+// config.json (it failed before writing one): its row has the status and error only.
+void collect_run(const fs::path& dir, Tables& t) {
   const std::string result_path = (dir / "result.json").string(), config_path = (dir / "config.json").string();
   const json result = read_json(result_path);
   check_result(result, result_path);
-  if (!fs::exists(config_path)) {
-    if (result["status"] != "failed") fail("{}: missing; the run's result.json cannot be labelled without it", config_path);
-    fmt::print(stderr, "collect: warning: skipped {}: it failed before writing config.json ({})\n", dir.string(),
-               field(result, "error"));
-    return false;
-  }
+  const bool has_config = fs::exists(config_path);
+  if (!has_config && result["status"] != "failed")
+    fail("{}: missing; the run's result.json cannot be labelled without it", config_path);
   const json config = read_json(config_path);
   if (!config.is_object()) fail("{}: not a run config: expected a JSON object", config_path);
-  const Spec train_task = make_task(config_from_json(config, config_path).task)->spec();
+  for (const char* k : {"task", "pe"})
+    if (has_config && (!config.contains(k) || !config[k].is_string()))
+      fail("{}: not a run config: no \"{}\" spec string", config_path, k);
+  require_numbers(config, {"layers", "d_model", "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay",
+                           "grad_clip", "seed", "eval_n"}, config_path);
   const json meta = read_json((dir / "meta.json").string());
   Row run;
   run["sweep"] = fs::exists(dir.parent_path() / "sweep.toml") ? dir.parent_path().filename().string() : "";
@@ -207,7 +208,7 @@ bool collect_run(const fs::path& dir, Tables& t) {
       if (e.contains("task") && !e["task"].is_string()) fail("{}: \"task\" must be a spec string", where);
       const std::string task = e.contains("task") ? field(e, "task") : run["task"];
       try {
-        check_eval_task(train_task, make_task(task)->spec());
+        check_eval_task(make_task(run["task"])->spec(), make_task(task)->spec());
       } catch (const Error& err) {
         fail("{}: {}", where, err.what());
       }
@@ -235,7 +236,6 @@ bool collect_run(const fs::path& dir, Tables& t) {
                           {"split", std::get<0>(key)}, {"bins", bins}});
   }
   t.runs.push_back(std::move(run));
-  return true;
 }
 
 // Core columns, then the task_* and pe_* parameters, then the rest (runs.csv: acc_<split>,
@@ -276,10 +276,10 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   }
   std::sort(dirs.begin(), dirs.end());
   Tables t;
-  size_t skipped = 0, unlabelled = 0;
+  size_t skipped = 0;
   for (const auto& d : dirs) {
-    if (!fs::exists(d / "result.json")) ++skipped;
-    else if (!collect_run(d, t)) ++unlabelled;
+    if (fs::exists(d / "result.json")) collect_run(d, t);
+    else ++skipped;
   }
   fs::create_directories(out_dir);
   write_file_atomic((fs::path(out_dir) / "runs.csv").string(), write_csv(to_csv(t.runs, kRunColumns)));
@@ -287,8 +287,8 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   write_file_atomic((fs::path(out_dir) / "history.csv").string(), write_csv(to_csv(t.history, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "seqstats.csv").string(), write_csv(to_csv(t.seqstats, kSeqColumns)));
   fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/runs.csv, evals.csv, "
-             "history.csv, seqstats.csv; {} runs without result.json skipped (pending or running), {} failed runs "
-             "without config.json\n", t.runs.size(), t.evals.size(), t.history.size(), out_dir, skipped, unlabelled);
+             "history.csv, seqstats.csv; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
+             t.evals.size(), t.history.size(), out_dir, skipped);
 }
 
 }  // namespace

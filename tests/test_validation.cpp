@@ -130,7 +130,7 @@ TEST_CASE("validation: host memory exhausted while allocating is one error line,
   CHECK(std::count(text.begin(), text.end(), '\n') == 1);
 }
 
-TEST_CASE("validation: eval applies --task or refuses it; nothing mislabelled reaches eval.jsonl", "[validation]") {
+TEST_CASE("validation: eval applies --task or refuses it, nothing mislabelled reaches eval.jsonl", "[validation]") {
   TempDir dir("eval");
   const std::string ff = dir.file("ff"), mq = dir.file("mq");
   train_tiny("flipflop:len=8", ff);
@@ -261,7 +261,9 @@ TEST_CASE("validation: collect checks what it reads and names the file", "[valid
   run_dir("bad", R"({"status": "ok", "final_loss": 0.5})", false);
   refused((bad / "config.json").string() + ": missing");
   pb::write_file_atomic((bad / "config.json").string(), R"({"task": "flipflop"})");
-  refused((bad / "config.json").string() + "' is not a pathbench run config");
+  refused((bad / "config.json").string() + ": not a run config: no \"pe\" spec string");
+  pb::write_file_atomic((bad / "config.json").string(), R"({"task": "flipflop", "pe": "rope", "lr": "fast"})");
+  refused((bad / "config.json").string() + ": \"lr\" must be a number");
   fs::remove_all(bad);
 
   // An eval.jsonl row of another task (or a malformed one) never reaches evals.csv.
@@ -272,11 +274,10 @@ TEST_CASE("validation: collect checks what it reads and names the file", "[valid
   refused(fmt::format("{}:{}: \"acc\" must be a number", evals, line_count(evals)));
   pb::write_file_atomic(evals, rows);
 
-  // A failed run that never wrote config.json: skipped with a warning, the others collected.
+  // A failed run that never wrote config.json keeps its row (status and error), the others too.
   run_dir("failed", R"({"status": "failed", "error": "boom"})", false);
   const RunResult r = run_pathbench(fmt::format("collect '{}' {}", runs.string(), out));
   INFO(r.err);
   CHECK(r.code == 0);
-  CHECK(r.err.find("collect: warning: skipped " + (runs / "failed").string()) != std::string::npos);
-  CHECK(r.err.find("collect: 1 runs") != std::string::npos);
+  CHECK(r.err.find("collect: 2 runs") != std::string::npos);
 }
