@@ -1,6 +1,8 @@
 #include "kernels/safetensors.h"
 
+#define XXH_INLINE_ALL
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <cstring>
 
@@ -14,6 +16,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + ")";
 }
+
+// "xxh3_64" of __metadata__: XXH3-64 (seed 0) of the data section, as 16 lowercase hex digits.
+static std::string data_checksum(const char* data, size_t n) { return fmt::format("{:016x}", XXH3_64bits(data, n)); }
 
 static int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
@@ -35,6 +40,14 @@ TensorMap read_safetensors(const std::string& path) {
   }
   if (!header.is_object()) fail("'{}': safetensors header is not a JSON object", path);
   const size_t base = 8 + header_len, data_len = bytes.size() - base;
+  const auto meta = header.find("__metadata__");
+  if (meta != header.end() && meta->is_object() && meta->contains(kChecksumKey)) {
+    const auto& stored = (*meta)[kChecksumKey];
+    const std::string computed = data_checksum(bytes.data() + base, data_len);
+    if (!stored.is_string() || stored.get<std::string>() != computed)
+      fail("'{}' is corrupted: the checksum of its tensor data ({} {}) does not match the stored {}", path,
+           kChecksumKey, computed, stored.dump());
+  }
   TensorMap out;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
@@ -73,30 +86,33 @@ TensorMap read_safetensors(const std::string& path) {
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {  // std::map: sorted names, deterministic layout
     const uint64_t bytes = t.data.size() * (t.dtype == "F64" ? 8 : 4);
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
+  std::string data;  // (offset,) bytes: every tensor, in header order
+  data.reserve(offset);
+  for (const auto& [name, t] : tensors) {
+    for (double v : t.data) {
+      if (t.dtype == "F64") {
+        data.append(reinterpret_cast<const char*>(&v), 8);
+      } else {
+        const float f = static_cast<float>(v);
+        data.append(reinterpret_cast<const char*>(&f), 4);
+      }
+    }
+  }
+  header["__metadata__"] = metadata;
+  header["__metadata__"][kChecksumKey] = data_checksum(data.data(), data.size());
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   const uint64_t len = h.size();
   std::memcpy(out.data(), &len, 8);
   out += h;
-  out.reserve(out.size() + offset);
-  for (const auto& [name, t] : tensors) {
-    for (double v : t.data) {
-      if (t.dtype == "F64") {
-        out.append(reinterpret_cast<const char*>(&v), 8);
-      } else {
-        const float f = static_cast<float>(v);
-        out.append(reinterpret_cast<const char*>(&f), 4);
-      }
-    }
-  }
+  out += data;
   write_file_atomic(path, out);
 }
 

@@ -2,6 +2,9 @@
 // header {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}
 // padded with spaces to a multiple of 8, then the raw little-endian data. Loads in Python's
 // `safetensors`. Values are held as double in memory; `dtype` says how they are stored.
+// The writer adds __metadata__ "xxh3_64": XXH3-64 (seed 0) of the data section (every byte after
+// the header), 16 hex digits; the reader checks it when present (files written elsewhere have none
+// and load unchecked).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,7 +21,10 @@ struct Tensor {
 
 using TensorMap = std::map<std::string, Tensor>;
 
-// pb::Error naming the file and the problem for a missing, truncated or malformed file.
+constexpr const char* kChecksumKey = "xxh3_64";  // the checksum's key in __metadata__
+
+// pb::Error naming the file and the problem for a missing, truncated, malformed or corrupted
+// (checksum mismatch) file.
 TensorMap read_safetensors(const std::string& path);
 // Written atomically (temp file + rename).
 void write_safetensors(const std::string& path, const TensorMap& tensors,

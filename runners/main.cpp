@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <new>
 #include <string>
 
 #include "git_commit.h"
@@ -39,6 +40,10 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const pb::Error& e) {
     fmt::print(stderr, "pathbench: error: {}\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "pathbench: error: out of host memory: reduce --batch, --eval-batch, --d-model, --layers or "
+               "the task's len\n");
     return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "pathbench: internal error: {}\n", e.what());

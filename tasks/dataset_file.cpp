@@ -72,6 +72,28 @@ void encode_array(const int32_t* src, int n, int token_bytes, uint8_t* dst) {
   else encode_tokens<uint32_t>(src, n, dst);
 }
 
+// The first out-of-range entry of `n` records (record_bytes each) of seq_len tokens of type U, as
+// "what (record r, position t)", or "" if every input is a token of the vocabulary, every target one
+// or −1 (all-ones), and every scored flag 0 or 1 and set only where there is a target.
+template <class U>
+std::string first_bad_token(const uint8_t* records, uint64_t n, size_t record_bytes, int seq_len, uint32_t vocab) {
+  const size_t T = size_t(seq_len);
+  for (uint64_t r = 0; r < n; ++r) {
+    const uint8_t* rec = records + r * record_bytes;
+    for (size_t t = 0; t < T; ++t) {
+      U in, tg;
+      std::memcpy(&in, rec + t * sizeof(U), sizeof(U));
+      std::memcpy(&tg, rec + (T + t) * sizeof(U), sizeof(U));
+      const uint8_t sc = rec[2 * T * sizeof(U) + t];
+      const bool no_target = tg == static_cast<U>(-1);
+      if (in >= vocab) return fmt::format("input token {} (record {}, position {})", uint64_t(in), r, t);
+      if (!no_target && tg >= vocab) return fmt::format("target {} (record {}, position {})", uint64_t(tg), r, t);
+      if (sc > 1 || (sc && no_target)) return fmt::format("scored flag {} (record {}, position {})", sc, r, t);
+    }
+  }
+  return "";
+}
+
 void decode_array(const uint8_t* src, int n, int token_bytes, int32_t* dst) {
   if (token_bytes == 1) decode_tokens<uint8_t>(src, n, dst);
   else if (token_bytes == 2) decode_tokens<uint16_t>(src, n, dst);
@@ -202,6 +224,29 @@ void DatasetReader::check_and_parse() {
   payload_ = map_ + h.header_bytes;
   if (XXH3_64bits(payload_, payload) != h.payload_xxh3)
     fail("dataset file '{}' is corrupted: payload checksum mismatch", path);
+  check_contents();
+}
+
+void DatasetReader::check_contents() const {
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(spec_);
+  } catch (const Error& e) {
+    fail("dataset file '{}' names a task this build refuses: {}", path_, e.what());
+  }
+  const auto splits = task->splits();
+  if (task->vocab_size() != vocab_size_ || task->seq_len() != seq_len_ ||
+      std::find(splits.begin(), splits.end(), split_) == splits.end())
+    fail("dataset file '{}' does not match its task '{}': vocab {}, len {}, split '{}' in the header; the task has "
+         "vocab {}, len {}", path_, spec_, vocab_size_, seq_len_, split_, task->vocab_size(), task->seq_len());
+  const uint32_t vocab = uint32_t(vocab_size_);
+  const std::string bad =
+      token_bytes_ == 1   ? first_bad_token<uint8_t>(payload_, n_, record_bytes_, seq_len_, vocab)
+      : token_bytes_ == 2 ? first_bad_token<uint16_t>(payload_, n_, record_bytes_, seq_len_, vocab)
+                          : first_bad_token<uint32_t>(payload_, n_, record_bytes_, seq_len_, vocab);
+  if (!bad.empty())
+    fail("dataset file '{}' holds data outside its task '{}' (vocabulary of {} tokens): {}", path_, spec_, vocab_size_,
+         bad);
 }
 
 DatasetReader::~DatasetReader() {

@@ -1,7 +1,8 @@
 // DeviceBuffer<T>: an owning array in device memory with the subset of std::vector's interface
 // the model code uses (resize, data, size, empty). resize() keeps its memory when shrinking, so
 // pointers stay valid (a captured graph stays valid) across a smaller evaluation batch; contents
-// are not preserved when it grows.
+// are not preserved when it grows. Device memory exhausted: a pb::Error saying what to reduce
+// (device_alloc).
 #pragma once
 #include <cstddef>
 #include <utility>

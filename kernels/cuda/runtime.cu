@@ -9,6 +9,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/device.h"
+#include "kernels/error.h"
 
 namespace pb {
 
@@ -123,7 +124,17 @@ void* device_alloc(size_t bytes) {
   if (bytes == 0) return nullptr;
   {
     const CaptureFence fence;
-    PB_CUDA_CHECK(cudaMalloc(&p, bytes));
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not a sticky error: clear it, the device stays usable
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      const double gib = 1 << 30;
+      fail("out of GPU memory allocating {:.3g} GiB ({:.3g} of {:.3g} GiB free): reduce --batch, --eval-batch, "
+           "--d-model, --layers or the task's len, or run fewer runs per GPU", bytes / gib, free_bytes / gib,
+           total_bytes / gib);
+    }
+    PB_CUDA_CHECK(err);
   }
   ++t_allocations;
   AllocTracker& t = tracker();

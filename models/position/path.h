@@ -18,13 +18,11 @@ class Path : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
   Path(const Spec& spec, bool gate)
-      : rank_(int(spec.get_int("w_rank"))),
+      : rank_(int(in_range(spec, "w_rank", 1 << 16))),
         beta_clip_(spec.get_float("beta_clip")),
-        block_(int(spec.get_int("block"))),
+        block_(int(in_range(spec, "block", 1 << 20))),
         gate_(gate) {
-    if (rank_ < 1) fail("{}: w_rank must be >= 1, got {}", spec.name(), rank_);
     if (beta_clip_ < 0 || beta_clip_ >= 2) fail("{}: beta_clip must be in [0, 2), got {}", spec.name(), beta_clip_);
-    if (block_ < 1) fail("{}: block must be >= 1, got {}", spec.name(), block_);
   }
 
   std::vector<ParamSpec> params(const LayerDims& d) const override {
@@ -85,6 +83,13 @@ class Path : public PositionEncoding<E> {
 
   PathAttentionArgs args(const AttnInputs<S>& in) const {
     return {{in.B, in.T, in.dims.H, in.dims.D}, 1.0 / std::sqrt(double(in.dims.D)), block_};
+  }
+
+  // spec's integer `key`, a pb::Error unless it is in [1, hi] (checked before the cast to int).
+  static int64_t in_range(const Spec& spec, const char* key, int64_t hi) {
+    const int64_t v = spec.get_int(key);
+    if (v < 1 || v > hi) fail("{}: {} must be in [1, {}], got {}", spec.name(), key, hi, v);
+    return v;
   }
 
   int rank_;

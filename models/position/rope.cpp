@@ -10,10 +10,16 @@ template <class E>
 class Rope final : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
-  explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {}
+  explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {
+    if (!(base_ > 0)) fail("rope: base must be > 0 (frequencies base^(-2i/D)), got {}", base_);
+  }
+
+  std::vector<ParamSpec> params(const LayerDims& d) const override {
+    if (d.D % 2) fail("rope needs an even head dim (d_model / heads), got {}", d.D);
+    return {};
+  }
 
   void forward(S* out, const AttnInputs<S>& in) override {
-    if (in.dims.D % 2) fail("rope needs an even head dim, got {}", in.dims.D);
     const size_t n = size_t(in.B) * in.T * in.dims.H * in.dims.D;
     q_.resize(n);
     k_.resize(n);
