@@ -160,6 +160,8 @@ void collect_run(const fs::path& dir, Tables& t) {
       } catch (const json::exception& err) {
         fail("{}:{}: invalid JSON: {}", evals, line, err.what());
       }
+      if (!e.is_object() || (e.contains("step") && !e["step"].is_number()))
+        fail("{}:{}: expected a JSON object with a numeric \"step\"", evals, line);
       const std::string task = e.contains("task") ? field(e, "task") : run["task"];
       t.history.push_back(eval_row(e, field(e, "split"), task));
       auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);

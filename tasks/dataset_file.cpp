@@ -189,19 +189,41 @@ void DatasetReader::check_and_parse() {
   if (h.seq_len < 1 || h.token_bytes != uint32_t(dataset_token_bytes(static_cast<int>(h.vocab_size))))
     fail("dataset file '{}' is corrupted: seq_len {} with {}-byte tokens for vocab {}", path, h.seq_len,
          h.token_bytes, h.vocab_size);
+  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
+  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
+  // A checksum proves no accident, not a writer: the sizes that training indexes its (T,) buffers
+  // and embeddings with must be those of the file's task.
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(spec_);
+  } catch (const Error& e) {
+    fail("dataset file '{}' is corrupted: {}", path, e.what());
+  }
+  if (task->spec().canonical() != spec_ || h.seq_len != uint32_t(task->seq_len()) ||
+      h.vocab_size != uint32_t(task->vocab_size()))
+    fail("dataset file '{}' is corrupted: seq_len {} and vocab {} are not those of its task '{}'", path,
+         h.seq_len, h.vocab_size, spec_);
   n_ = h.n, seed_ = h.seed;
   seq_len_ = static_cast<int>(h.seq_len), vocab_size_ = static_cast<int>(h.vocab_size);
   token_bytes_ = static_cast<int>(h.token_bytes);
   record_bytes_ = dataset_record_bytes(seq_len_, token_bytes_);
-  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
-  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
   const size_t payload = size_ - h.header_bytes;
   if (payload / record_bytes_ != n_ || payload % record_bytes_ != 0)
     fail("dataset file '{}' is truncated or has extra bytes: {} bytes of records, expected {} records of {} bytes",
          path, payload, n_, record_bytes_);
+  if (n_ == 0) fail("dataset file '{}' holds no examples", path);
   payload_ = map_ + h.header_bytes;
   if (XXH3_64bits(payload_, payload) != h.payload_xxh3)
     fail("dataset file '{}' is corrupted: payload checksum mismatch", path);
+  Example ex;  // (T,) each
+  ex.input.resize(seq_len_), ex.target.resize(seq_len_), ex.scored.resize(seq_len_);
+  for (uint64_t i = 0; i < n_; ++i) {
+    read(i, ex.view());
+    for (int t = 0; t < seq_len_; ++t)
+      if (ex.input[t] < 0 || ex.input[t] >= vocab_size_ || ex.target[t] >= vocab_size_ || ex.scored[t] > 1)
+        fail("dataset file '{}' is corrupted: example {} holds a token outside the vocabulary of {} or a "
+             "scored byte other than 0 and 1", path, i, vocab_size_);
+  }
 }
 
 DatasetReader::~DatasetReader() {
