@@ -11,7 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pb;
   namespace fs = std::filesystem;
-  const std::string root = fuzz::scratch_dir() + "runs", run = root + "/run", out = fuzz::scratch_dir() + "out";
+  const std::string root = fuzz::scratch_dir() + "runs", run = root + "/run";
+  const std::string out = fuzz::scratch_dir() + "out";
   fs::remove_all(root);
   fs::create_directories(run);
   std::string_view rest = fuzz::as_text(data, size);

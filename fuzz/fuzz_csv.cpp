@@ -8,7 +8,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::expect_error([&] {
     const Csv csv = parse_csv(fuzz::as_text(data, size), "fuzz.csv");
     const Csv again = parse_csv(write_csv(csv), "fuzz.csv");
-    fuzz::require(again.header == csv.header && again.rows == csv.rows, "write_csv(parse_csv(x)) parses back to the same table");
+    fuzz::require(again.header == csv.header && again.rows == csv.rows,
+                  "write_csv(parse_csv(x)) parses back to the same table");
   });
   return 0;
 }

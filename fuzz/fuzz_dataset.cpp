@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       file.read(i % file.n(), ex.view());
       for (int t = 0; t < T; ++t) {
         fuzz::require(ex.input[t] >= 0 && ex.input[t] < task->vocab_size(), "input token in the vocabulary");
-        fuzz::require(ex.target[t] >= -1 && ex.target[t] < task->vocab_size(), "target token in the vocabulary");
+        fuzz::require(ex.target[t] >= -1 && ex.target[t] < task->vocab_size(),
+                      "target token in the vocabulary");
         fuzz::require(ex.scored[t] <= 1, "scored is 0 or 1");
       }
     }

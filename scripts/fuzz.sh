@@ -38,7 +38,8 @@ for t in "${targets[@]}"; do
       > "build-fuzz/findings/$t.log" 2>&1; then
     found+=("$t")
   fi
-  tail -n 12 "build-fuzz/findings/$t.log" | grep -E '^(stat::number_of_executed_units|stat::new_units_added|SUMMARY|==[0-9]+==ERROR)' >&2 || true
+  tail -n 12 "build-fuzz/findings/$t.log" |
+    grep -E '^(stat::number_of_executed_units|stat::new_units_added|SUMMARY|==[0-9]+==ERROR)' >&2 || true
 done
 if [ ${#found[@]} -gt 0 ]; then
   echo "fuzz.sh: findings in ${found[*]}: see build-fuzz/findings/" >&2

@@ -112,7 +112,8 @@ TEST_CASE("fuzz dataset: a seq_len other than its task's is an error (training f
   const TempDir dir("fuzz-dataset");
   std::string f = flipflop_file(dir, 4);
   put<uint64_t>(f, kN, 2), put<uint32_t>(f, kSeqLen, 16);  // the same records as 2 of length 16
-  CHECK_THAT(dataset_error(dir, f), Catch::Contains("seq_len 16 and vocab") && Catch::Contains("flipflop:len=8"));
+  CHECK_THAT(dataset_error(dir, f),
+             Catch::Contains("seq_len 16 and vocab") && Catch::Contains("flipflop:len=8"));
 }
 
 TEST_CASE("fuzz dataset: a token outside the vocabulary is an error (training indexes embeddings)",
@@ -134,10 +135,12 @@ TEST_CASE("fuzz collect: an eval.jsonl line that is not an object with a numeric
              Catch::Contains("eval.jsonl:2: expected a JSON object with a numeric \"step\""));
 }
 
-TEST_CASE("fuzz config: a non-integer number in an integer field of config.json is an error", "[fuzz][file]") {
+TEST_CASE("fuzz config: a non-integer number in an integer field of config.json is an error",
+          "[fuzz][file]") {
   // 1e300 layers: converted to int unchecked, undefined behaviour (UBSan float-cast-overflow).
   const auto j = nlohmann::json::parse(R"({"task":"flipflop","pe":"rope","layers":1e300,"d_model":8,"heads":1,
       "mlp_ratio":4,"steps":1,"batch":1,"lr":0.001,"warmup":0,"weight_decay":0,"grad_clip":1,"seed":0,
       "eval_every":0,"eval_n":1,"data":""})");
-  CHECK_THROWS_WITH(pb::config_from_json(j, "config.json"), Catch::Contains("'config.json': 'layers' must be an integer"));
+  CHECK_THROWS_WITH(pb::config_from_json(j, "config.json"),
+                    Catch::Contains("'config.json': 'layers' must be an integer"));
 }
