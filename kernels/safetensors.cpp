@@ -20,9 +20,10 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 // "xxh3_64" of __metadata__: XXH3-64 (seed 0) of the data section, as 16 lowercase hex digits.
 static std::string data_checksum(const char* data, size_t n) { return fmt::format("{:016x}", XXH3_64bits(data, n)); }
 
-static int64_t numel(const std::vector<int64_t>& shape) {
+static int64_t numel(const std::vector<int64_t>& shape) {  // −1 when the product overflows
   int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return -1;
   return n;
 }
 
@@ -60,13 +61,14 @@ TensorMap read_safetensors(const std::string& path) {
       if (width == 0) fail("'{}': tensor '{}' has dtype {}; only F32 and F64 are supported", path, name, t.dtype);
       for (auto d : t.shape)
         if (d < 0) fail("'{}': tensor '{}' has a negative dimension", path, name);
-      const uint64_t n = numel(t.shape);
-      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_len || offs[1] - offs[0] != n * width)
+      const int64_t n = numel(t.shape);
+      if (n < 0 || uint64_t(n) > data_len / width || offs.size() != 2 || offs[0] > offs[1] ||
+          offs[1] > data_len || offs[1] - offs[0] != uint64_t(n) * width)
         fail("'{}': tensor '{}' data offsets do not match its shape {} and dtype, or lie outside the file",
              path, name, shape_str(t.shape));
       t.data.resize(n);
       const char* p = bytes.data() + base + offs[0];
-      for (uint64_t i = 0; i < n; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         if (width == 4) {
           float f;
           std::memcpy(&f, p + 4 * i, 4);

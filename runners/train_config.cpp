@@ -324,6 +324,11 @@ namespace pb {
 
 TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
   TrainConfig c;
+  // A JSON number that is not an integer would be converted to int unchecked (undefined behaviour
+  // when out of range).
+  for (const char* k : {"layers", "d_model", "heads", "steps", "batch", "warmup", "seed", "eval_every", "eval_n",
+                        "eval_every_n", "patience"})
+    if (j.contains(k) && !j[k].is_number_integer()) fail("'{}': '{}' must be an integer", path, k);
   try {
     c.task = j.at("task"), c.pe = j.at("pe"), c.layers = j.at("layers"), c.d_model = j.at("d_model");
     c.heads = j.at("heads"), c.mlp_ratio = j.at("mlp_ratio"), c.steps = j.at("steps"), c.batch = j.at("batch");

@@ -211,16 +211,29 @@ void DatasetReader::check_and_parse() {
   if (h.seq_len < 1 || h.token_bytes != uint32_t(dataset_token_bytes(static_cast<int>(h.vocab_size))))
     fail("dataset file '{}' is corrupted: seq_len {} with {}-byte tokens for vocab {}", path, h.seq_len,
          h.token_bytes, h.vocab_size);
+  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
+  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
+  // A checksum proves no accident, not a writer: the sizes that training indexes its (T,) buffers
+  // and embeddings with must be those of the file's task.
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(spec_);
+  } catch (const Error& e) {
+    fail("dataset file '{}' is corrupted: {}", path, e.what());
+  }
+  if (task->spec().canonical() != spec_ || h.seq_len != uint32_t(task->seq_len()) ||
+      h.vocab_size != uint32_t(task->vocab_size()))
+    fail("dataset file '{}' is corrupted: seq_len {} and vocab {} are not those of its task '{}'", path,
+         h.seq_len, h.vocab_size, spec_);
   n_ = h.n, seed_ = h.seed;
   seq_len_ = static_cast<int>(h.seq_len), vocab_size_ = static_cast<int>(h.vocab_size);
   token_bytes_ = static_cast<int>(h.token_bytes);
   record_bytes_ = dataset_record_bytes(seq_len_, token_bytes_);
-  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
-  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
   const size_t payload = size_ - h.header_bytes;
   if (payload / record_bytes_ != n_ || payload % record_bytes_ != 0)
     fail("dataset file '{}' is truncated or has extra bytes: {} bytes of records, expected {} records of {} bytes",
          path, payload, n_, record_bytes_);
+  if (n_ == 0) fail("dataset file '{}' holds no examples", path);
   payload_ = map_ + h.header_bytes;
   if (XXH3_64bits(payload_, payload) != h.payload_xxh3)
     fail("dataset file '{}' is corrupted: payload checksum mismatch", path);
@@ -234,11 +247,10 @@ void DatasetReader::check_contents() const {
   } catch (const Error& e) {
     fail("dataset file '{}' names a task this build refuses: {}", path_, e.what());
   }
-  const auto splits = task->splits();
-  if (task->vocab_size() != vocab_size_ || task->seq_len() != seq_len_ ||
-      std::find(splits.begin(), splits.end(), split_) == splits.end())
-    fail("dataset file '{}' does not match its task '{}': vocab {}, len {}, split '{}' in the header; the task has "
-         "vocab {}, len {}", path_, spec_, vocab_size_, seq_len_, split_, task->vocab_size(), task->seq_len());
+  const auto splits = task->splits();  // vocab and len were checked against the task in check_and_parse
+  if (std::find(splits.begin(), splits.end(), split_) == splits.end())
+    fail("dataset file '{}' does not match its task '{}': split '{}' in the header; the task's splits are {}", path_,
+         spec_, split_, fmt::join(splits, ", "));
   const uint32_t vocab = uint32_t(vocab_size_);
   const std::string bad =
       token_bytes_ == 1   ? first_bad_token<uint8_t>(payload_, n_, record_bytes_, seq_len_, vocab)
