@@ -131,7 +131,7 @@ TEST_CASE("fuzz collect: an eval.jsonl line that is not an object with a numeric
   // The second evaluation of a (split, task) compared steps with json::value(), which throws
   // nlohmann's type_error on a non-object or a non-numeric step.
   CHECK_THAT(collect_error("1\n1\n"), Catch::Contains("eval.jsonl:1: an evaluation must be a JSON object"));
-  CHECK_THAT(collect_error("{\"step\":1}\n{\"step\":\"2\"}\n"),
+  CHECK_THAT(collect_error("{\"step\":1,\"split\":\"val\"}\n{\"step\":\"2\",\"split\":\"val\"}\n"),
              Catch::Contains("eval.jsonl:2: \"step\" must be a number"));
 }
 
