@@ -38,6 +38,10 @@ class Path : public PositionEncoding<E> {
   }
 
   void forward(S* out, const AttnInputs<S>& in) override {
+    lse_.resize(size_t(in.B) * in.T * in.dims.H);
+    if (!in.given.empty())  // w, β (, log f) as given
+      return E::path_attention_forward(out, lse_.data(), in.q, in.k, in.v, in.given[0], in.given[1],
+                                       gate_ ? in.given[2] : nullptr, args(in));
     const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
     u1_.resize(size_t(N) * rank_);
     u2_.resize(size_t(N) * HD);
@@ -45,7 +49,6 @@ class Path : public PositionEncoding<E> {
     w_.resize(u2_.size());
     zb_.resize(size_t(N) * H);
     beta_.resize(zb_.size());
-    lse_.resize(zb_.size());
     const auto& p = in.params;
     E::matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
     E::matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
@@ -58,6 +61,11 @@ class Path : public PositionEncoding<E> {
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    if (!in.given.empty())
+      return E::path_attention_backward(g.dq, g.dk, g.dv, g.dgiven[0], g.dgiven[1],
+                                        gate_ ? g.dgiven[2] : nullptr, g.dout, g.out, lse_.data(), in.q,
+                                        in.k, in.v, in.given[0], in.given[1], gate_ ? in.given[2] : nullptr,
+                                        args(in));
     const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
     dw_.resize(w_.size());
     dc_.resize(w_.size());
@@ -107,6 +115,17 @@ inline Schema path_schema(const char* name, const char* doc) {
           {{"w_rank", ParamType::Int, "32", "rank of the low-rank projection producing w", {}},
            {"beta_clip", ParamType::Float, "0", "ε > 0 clamps β to 2 − ε (advised for bf16)", {}},
            {"block", ParamType::Int, "64", "UT-transform block size (the result does not depend on it)", {}}}};
+}
+
+// The entry of `path` / `path_fox` (gate): inputs w, β (, log f), small test settings.
+inline EncodingInfo path_info(const char* name, bool gate, PlotStyle style) {
+  EncodingInfo info{.family = AttentionFamily::Path,
+                    .gate = gate,
+                    .inputs = {AttnInput::W, AttnInput::Beta},
+                    .test_spec = std::string(name) + ":block=3,w_rank=4",
+                    .style = style};
+  if (gate) info.inputs.push_back(AttnInput::LogF);
+  return info;
 }
 
 }  // namespace pb

@@ -49,7 +49,8 @@ class Rope final : public PositionEncoding<E> {
 
 EncodingEntry rope_encoding() {
   return make_entry<Rope>({"rope", "rotary position embedding (rotate-half), softmax attention",
-                           {{"base", ParamType::Float, "10000", "rotation base θ", {}}}});
+                           {{"base", ParamType::Float, "10000", "rotation base θ", {}}}},
+                          {.family = AttentionFamily::Softmax, .style = {"#0072b2", 4, 45}});  // square
 }
 
 }  // namespace pb
