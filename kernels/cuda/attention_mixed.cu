@@ -1,5 +1,5 @@
 // Attention at precision BF16 (runtime.h, `--precision bf16`): the fp32 entry points of
-// softmax_attention.cu and path_attention.cu call these when precision() == Precision::BF16. Each
+// softmax_attention.cu and path_launch.cu call these when precision() == Precision::BF16. Each
 // has the fp32 op's signature and semantics: it rounds q, k, v (and in the backward dout and o) to
 // bf16, runs the bf16 tensor-core op of attention_bf16.h, and widens o / dq / dk / dv back to fp32,
 // as PyTorch's bf16 autocast would around its attention. lse, w, β, log_f and their gradients are

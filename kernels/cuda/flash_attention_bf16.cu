@@ -124,7 +124,7 @@ __device__ __forceinline__ void mma_tile(float (&c)[N / 8][4], const A& a, const
 //   acc_i ← acc_i·2^{m_old − m_i} + Σ_j 2^{x_ij − m_i} v_j
 template <int D, bool kGate>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(uint16_t* __restrict__ o,        // (B, T, H, D)
+    flash_fwd_bf16_kernel(uint16_t* __restrict__ o,        // (B, T, H, D)
                    float* __restrict__ lse,         // (B, T, H)
                    const uint16_t* __restrict__ q,  // (B, T, H, D)
                    const uint16_t* __restrict__ k,  // (B, T, H, D)
@@ -265,7 +265,7 @@ constexpr int kBwdBQ = D <= 64 ? 64 : 32;
 //   dq_acc_i += Σ_j dS_ij k_j,  row_i += Σ_j dS_ij (kGate)  (atomic; dq = scale·dq_acc later)
 template <int D, bool kGate>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(uint16_t* __restrict__ dk,          // (B, T, H, D)
+    flash_bwd_bf16_kernel(uint16_t* __restrict__ dk,          // (B, T, H, D)
                     uint16_t* __restrict__ dv,          // (B, T, H, D)
                     float* __restrict__ dq_acc,         // (B, T, H, D) +=
                     float* __restrict__ row,            // (B, T, H) +=, kGate only
@@ -450,7 +450,7 @@ __global__ void __launch_bounds__(kThreads)
 // Small kernels
 
 // δ_r = Σ_d o_rd dout_rd over n rows of D (bf16 in, fp32 sum): one warp per row.
-__global__ void delta_kernel(float* __restrict__ delta,             // (n)
+__global__ void flash_delta_bf16_kernel(float* __restrict__ delta,             // (n)
                              const __nv_bfloat162* __restrict__ o,  // (n, D / 2)
                              const __nv_bfloat162* __restrict__ dout,
                              int64_t n, int D) {
@@ -467,7 +467,7 @@ __global__ void delta_kernel(float* __restrict__ delta,             // (n)
 }
 
 // dq = scale·dq_acc in bf16, n elements.
-__global__ void dq_kernel(__nv_bfloat16* __restrict__ dq, const float* __restrict__ dq_acc, int64_t n,
+__global__ void flash_dq_bf16_kernel(__nv_bfloat16* __restrict__ dq, const float* __restrict__ dq_acc, int64_t n,
                           float scale) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += step)
@@ -494,9 +494,9 @@ void forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k, c
              const double* G, const float* bias, const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
   constexpr int bytes = forward_smem<D>();
-  set_smem(forward_kernel<D, kGate>, bytes);
+  set_smem(flash_fwd_bf16_kernel<D, kGate>, bytes);
   const dim3 grid(s.B * s.H, ceil_div(s.T, kBQ));
-  forward_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(o, lse, q, k, v, G, bias, s.T, s.H,
+  flash_fwd_bf16_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(o, lse, q, k, v, G, bias, s.T, s.H,
                                                                 float(args.scale * kLog2eD));
   PB_LAUNCH_CHECK();
 }
@@ -508,9 +508,9 @@ void backward(bf16_bits* dk, bf16_bits* dv, float* dq_acc, float* row, float* co
               const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
   constexpr int bytes = backward_smem<D>();
-  set_smem(backward_kernel<D, kGate>, bytes);
+  set_smem(flash_bwd_bf16_kernel<D, kGate>, bytes);
   const dim3 grid(s.B * s.H, ceil_div(s.T, kBK));
-  backward_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(
+  flash_bwd_bf16_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(
       dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G, bias, dbias, s.T, s.H,
       float(args.scale * kLog2eD), float(args.scale));
   PB_LAUNCH_CHECK();
@@ -574,7 +574,7 @@ void flash_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, 
   if (bias) PB_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * size_t(s.H) * s.T, stream()));
   // δ_i = dout_i·o_i
   constexpr int kRowsPerBlock = 8;
-  delta_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), 32 * kRowsPerBlock, 0, stream()>>>(
+  flash_delta_bf16_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), 32 * kRowsPerBlock, 0, stream()>>>(
       delta, reinterpret_cast<const __nv_bfloat162*>(o), reinterpret_cast<const __nv_bfloat162*>(dout),
       int64_t(n), s.D);
   PB_LAUNCH_CHECK();
@@ -589,7 +589,7 @@ void flash_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, 
     case 64: run(std::integral_constant<int, 64>()); break;
     default: run(std::integral_constant<int, 128>()); break;
   }
-  dq_kernel<<<std::min(ceil_div(int64_t(nd), 256), 4096), 256, 0, stream()>>>(
+  flash_dq_bf16_kernel<<<std::min(ceil_div(int64_t(nd), 256), 4096), 256, 0, stream()>>>(
       reinterpret_cast<__nv_bfloat16*>(dq), dq_acc, int64_t(nd), float(args.scale));
   PB_LAUNCH_CHECK();
   if (!log_f) return;

@@ -18,7 +18,7 @@ constexpr int kBackwardThreads = 256;
 __device__ __forceinline__ float softplus(float a) { return fmaxf(a, 0.f) + log1pf(expf(-fabsf(a))); }
 
 // bias (H, T): b_h(r) = −p1_h · log(1 + p2_h · r)
-__global__ void forward_kernel(float* __restrict__ bias, const float* __restrict__ a1,
+__global__ void kerple_bias_fwd_kernel(float* __restrict__ bias, const float* __restrict__ a1,
                                const float* __restrict__ a2, int H, int T) {
   const int64_t n = int64_t(H) * T;
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
@@ -30,7 +30,7 @@ __global__ void forward_kernel(float* __restrict__ bias, const float* __restrict
 
 // Block h: dp1 = −Σ_r db_h(r) log(1 + p2 r),  dp2 = −Σ_r db_h(r) p1 r / (1 + p2 r),
 // da += dp · σ(a)
-__global__ void backward_kernel(float* __restrict__ da1, float* __restrict__ da2,
+__global__ void kerple_bias_bwd_kernel(float* __restrict__ da1, float* __restrict__ da2,
                                 const float* __restrict__ dbias, const float* __restrict__ a1,
                                 const float* __restrict__ a2, int T) {
   __shared__ float red[32];
@@ -55,14 +55,14 @@ __global__ void backward_kernel(float* __restrict__ da1, float* __restrict__ da2
 void kerple_bias_forward(float* bias, const float* a1, const float* a2, int H, int T) {
   const int64_t n = int64_t(H) * T;
   if (n == 0) return;
-  forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(bias, a1, a2, H, T);
+  kerple_bias_fwd_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(bias, a1, a2, H, T);
   PB_LAUNCH_CHECK();
 }
 
 void kerple_bias_backward(float* da1, float* da2, const float* dbias, const float* a1, const float* a2, int H,
                           int T) {
   if (int64_t(H) * T == 0) return;
-  backward_kernel<<<H, kBackwardThreads, 0, stream()>>>(da1, da2, dbias, a1, a2, T);
+  kerple_bias_bwd_kernel<<<H, kBackwardThreads, 0, stream()>>>(da1, da2, dbias, a1, a2, T);
   PB_LAUNCH_CHECK();
 }
 

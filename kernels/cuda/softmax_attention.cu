@@ -54,7 +54,7 @@ __device__ __forceinline__ int64_t chunk_index(int bh, int qt, int c, int n_tri)
 // then o_i = acc_i / l_i, lse_i = m_i + log l_i.
 template <int DP>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    forward_kernel(float* __restrict__ o,          // (B, T, H, D)
+    softmax_fwd_f32_kernel(float* __restrict__ o,          // (B, T, H, D)
                    float* __restrict__ lse,        // (B, T, H)
                    const float* __restrict__ q,    // (B, T, H, D)
                    const float* __restrict__ k,    // (B, T, H, D)
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 // Small kernels of the gate and the backward
 
 // δ_r = Σ_d x_rd y_rd over n rows of D: one warp per row.
-__global__ void row_dot_kernel(float* __restrict__ delta,   // (n)
+__global__ void softmax_row_dot_f32_kernel(float* __restrict__ delta,   // (n)
                                const float* __restrict__ x, // (n, D)
                                const float* __restrict__ y, // (n, D)
                                int64_t n, int D) {
@@ -161,7 +161,7 @@ __global__ void row_dot_kernel(float* __restrict__ delta,   // (n)
 
 // db_h(r) = Σ_b Σ_{qt ≥ c} part[b·H + h, (qt, c), x] for r = c·BT + x: one thread per (h, r),
 // the sum in double in a fixed order.
-__global__ void bias_reduce_kernel(float* __restrict__ dbias,       // (H, T)
+__global__ void softmax_bias_reduce_kernel(float* __restrict__ dbias,       // (H, T)
                                    const float* __restrict__ part,  // (B·H, n_tri, BT)
                                    int B, int H, int T, int BT) {
   const int n_tiles = (T + BT - 1) / BT, n_tri = n_tiles * (n_tiles + 1) / 2;
@@ -185,7 +185,7 @@ __global__ void bias_reduce_kernel(float* __restrict__ dbias,       // (H, T)
 //   dv_j = Σ_i A_ij dout_i,  dk_j = scale Σ_i dS_ij q_i,  col_j = Σ_i dS_ij (gate only)
 template <int DP>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    dkdv_kernel(float* __restrict__ dk,            // (B, T, H, D)
+    softmax_dkdv_f32_kernel(float* __restrict__ dk,            // (B, T, H, D)
                 float* __restrict__ dv,            // (B, T, H, D)
                 float* __restrict__ col,           // (B, T, H) or null
                 const float* __restrict__ dout,    // (B, T, H, D)
@@ -278,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 //   part[bh, qt, c, x] = lower_x(kt = qt − c) + upper_x(kt = qt − c − 1).
 template <int DP>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    dq_kernel(float* __restrict__ dq,             // (B, T, H, D)
+    softmax_dq_f32_kernel(float* __restrict__ dq,             // (B, T, H, D)
               float* __restrict__ row,            // (B, T, H) or null
               const float* __restrict__ dout,     // (B, T, H, D)
               const float* __restrict__ q,        // (B, T, H, D)
@@ -377,7 +377,7 @@ template <int DP>
 void forward(float* o, float* lse, const float* q, const float* k, const float* v, const double* G,
              const float* bias, const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
-  launch<DP>(forward_kernel<DP>, smem_bytes<DP>(3, 1), s, o, lse, q, k, v, G, bias, s.T, s.H, s.D,
+  launch<DP>(softmax_fwd_f32_kernel<DP>, smem_bytes<DP>(3, 1), s, o, lse, q, k, v, G, bias, s.T, s.H, s.D,
              float(args.scale));
 }
 
@@ -387,9 +387,9 @@ void backward(float* dq, float* dk, float* dv, float* row, float* col, float* pa
               const double* G, const float* bias, const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
   const float scale = float(args.scale);
-  launch<DP>(dkdv_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, col, dout, q, k, v, lse, delta, G,
+  launch<DP>(softmax_dkdv_f32_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, col, dout, q, k, v, lse, delta, G,
              bias, s.T, s.H, s.D, scale);
-  launch<DP>(dq_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, row, dout, q, k, v, lse, delta, G, bias,
+  launch<DP>(softmax_dq_f32_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, row, dout, q, k, v, lse, delta, G, bias,
              part, s.T, s.H, s.D, scale);
 }
 
@@ -450,7 +450,7 @@ void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, 
 
   // δ_i = dout_i·o_i
   constexpr int kRowsPerBlock = kThreads / 32;
-  row_dot_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), kThreads, 0, stream()>>>(delta, dout, o,
+  softmax_row_dot_f32_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), kThreads, 0, stream()>>>(delta, dout, o,
                                                                                   int64_t(n), s.D);
   PB_LAUNCH_CHECK();
   if (log_f) gate_prefix(G, log_f, s);
@@ -462,7 +462,7 @@ void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, 
   }
   if (bias) {  // db_h(r) = Σ_b Σ_qt part
     const int64_t n_bias = int64_t(s.H) * s.T;
-    bias_reduce_kernel<<<ceil_div(n_bias, int64_t(256)), 256, 0, stream()>>>(dbias, part, s.B, s.H, s.T, BT);
+    softmax_bias_reduce_kernel<<<ceil_div(n_bias, int64_t(256)), 256, 0, stream()>>>(dbias, part, s.B, s.H, s.T, BT);
     PB_LAUNCH_CHECK();
   }
   if (!log_f) return;
