@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 
 namespace pb::fuzz {
 

@@ -1,8 +1,8 @@
-// Safetensors files (kernels/safetensors.cpp) as `attention --in` and `eval` (load_checkpoint)
+// Safetensors files (core/safetensors.cpp) as `attention --in` and `eval` (load_checkpoint)
 // read them: read_safetensors, then require_tensor on every tensor found. Each tensor's data must
 // hold exactly the product of its shape.
 #include "fuzz/fuzz.h"
-#include "kernels/safetensors.h"
+#include "core/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pb;

@@ -1,4 +1,4 @@
-// Spec strings (kernels/spec.cpp) as `--task` and `--pe` take them: the task registry (make_task,
+// Spec strings (core/spec.cpp) as `--task` and `--pe` take them: the task registry (make_task,
 // then one example of every split, as `gen` writes them) and the encoding registry
 // (resolve_encoding, make_encoding, as `train` builds a model). A resolved spec's canonical form
 // must resolve to itself.

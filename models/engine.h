@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/buffer.h"
+#include "core/cuda/buffer.h"
 #include "kernels/cuda/ops.h"
 #endif
 

@@ -2,8 +2,8 @@
 
 #include <new>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 
 namespace pb {
 

@@ -23,8 +23,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "models/position/position_encoding.h"
 #include "runners/commands.h"
@@ -32,9 +32,9 @@
 #include <Random123/philox.h>
 
 #include "kernels/cuda/attention_bf16.h"
-#include "kernels/cuda/buffer.h"
+#include "core/cuda/buffer.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

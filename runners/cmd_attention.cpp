@@ -7,8 +7,8 @@
 // input. --device cuda runs the CUDA engine's kernels (f32).
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/safetensors.h"
+#include "core/error.h"
+#include "core/safetensors.h"
 #include "models/engine.h"
 #include "models/position/position_encoding.h"
 #include "runners/commands.h"

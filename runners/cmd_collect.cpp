@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "runners/csv.h"
 #include "runners/train_config.h"

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/commands.h"
 #include "runners/trainer.h"
 

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <memory>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "tasks/dataset_file.h"
 

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "models/position/position_encoding.h"
 #include "runners/commands.h"
 #include "tasks/task.h"

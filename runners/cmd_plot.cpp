@@ -12,9 +12,9 @@
 #include <memory>
 #include <tuple>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "runners/results.h"
 #include "runners/svg.h"

@@ -12,18 +12,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/commands.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 #include "runners/sweep_estimate.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
-#include "kernels/spec.h"
+#include "core/spec.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

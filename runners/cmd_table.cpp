@@ -14,7 +14,7 @@
 #include <memory>
 #include <tuple>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "runners/bootstrap.h"
 #include "runners/commands.h"
 #include "runners/results.h"

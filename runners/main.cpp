@@ -7,7 +7,7 @@
 #include <string>
 
 #include "git_commit.h"
-#include "kernels/error.h"
+#include "core/error.h"
 #include "runners/commands.h"
 
 int main(int argc, char** argv) {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "models/position/position_encoding.h"
 
 namespace pb {

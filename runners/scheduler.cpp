@@ -17,12 +17,12 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

@@ -8,7 +8,7 @@
 //                "failed", "error": "killed by signal 9 (Killed)"} when it exits without
 //                result.json.
 //   run_packed   every run a thread of this process, K per GPU (`sweep --pack K`): each run has its
-//                own CUDA stream, cuBLAS handle, scratch and CUDA graph (kernels/cuda/runtime.h),
+//                own CUDA stream, cuBLAS handle, scratch and CUDA graph (core/cuda/runtime.h),
 //                so the runs of a GPU share one context and their kernels run side by side, where
 //                processes would time-slice the GPU. A run that throws is recorded failed; a crash
 //                of the process (or a CUDA error that poisons the context) ends every run in

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "models/position/position_encoding.h"
 #include "runners/trainer.h"
 #include "tasks/task.h"

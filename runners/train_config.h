@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/spec.h"
+#include "core/spec.h"
 
 namespace pb {
 
 // Bounds checked by resolve(). Widths and depth keep the 64-bit size arithmetic exact; a seed's
-// high 32 bits would mix into the RNG's stream id (kernels/rng.h), so seeds are 32-bit.
+// high 32 bits would mix into the RNG's stream id (core/rng.h), so seeds are 32-bit.
 constexpr int kMaxDModel = 1 << 20;
 constexpr int kMaxHidden = 1 << 24;  // the MLP's hidden width, lround(mlp_ratio · d_model)
 constexpr int kMaxLayers = 4096;
@@ -51,7 +51,7 @@ struct TrainConfig {
   std::string patience_on;   // "SPLIT:METRIC"; a plateau metric such as seq_acc stays at 0 for
                              // thousands of steps while the loss falls: patience on the loss waits
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
-  // GPU arithmetic, fp32 | tf32 | bf16 (kernels/cuda/runtime.h, Precision): fp32 everywhere; TF32
+  // GPU arithmetic, fp32 | tf32 | bf16 (core/cuda/runtime.h, Precision): fp32 everywhere; TF32
   // matmuls; bf16 matmul products and bf16 softmax / PaTH attention kernels, fp32 storage, master
   // weights and optimizer (stick-breaking stays fp32). CUDA engine only. Part of the run id when
   // not fp32 (so fp32 runs keep the ids they had before the option existed).

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 

@@ -1,6 +1,6 @@
 // A file written atomically while streaming: bytes go to PATH.tmp.<pid>, commit() fsyncs and
 // renames it to PATH, and destruction without commit() removes the temporary. So a failure or an
-// interruption never leaves a partial PATH (kernels/io.h does the same for whole buffers).
+// interruption never leaves a partial PATH (core/io.h does the same for whole buffers).
 #pragma once
 #include <cstddef>
 #include <string>

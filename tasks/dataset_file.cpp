@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "tasks/atomic_output.h"
 
 namespace pb {

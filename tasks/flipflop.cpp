@@ -4,8 +4,8 @@
 #include <array>
 #include <cmath>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 
 namespace pb {

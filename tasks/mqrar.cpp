@@ -4,8 +4,8 @@
 // n_keys..n_keys+n_values-1.
 #include <array>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 
 namespace pb {

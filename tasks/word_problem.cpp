@@ -8,8 +8,8 @@
 
 #include <array>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 #include "tasks/groups.h"
 

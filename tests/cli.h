@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "kernels/io.h"
+#include "core/io.h"
 
 namespace pb::test {
 

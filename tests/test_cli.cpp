@@ -11,8 +11,8 @@
 #include <filesystem>
 
 #include "cli.h"
-#include "kernels/device.h"
-#include "kernels/io.h"
+#include "core/device.h"
+#include "core/io.h"
 #include "runners/progress.h"
 #include "tasks/dataset_file.h"
 

@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda/runtime.h"
-#include "kernels/rng.h"
-#include "kernels/safetensors.h"
+#include "core/cuda/runtime.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
 #include "runners/train_step.h"
 #include "tests/check.h"
 #include "tests/cli.h"

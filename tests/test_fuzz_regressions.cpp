@@ -8,8 +8,8 @@
 
 #include "cli.h"
 #include "fuzz/dataset_seal.h"
-#include "kernels/error.h"
-#include "kernels/safetensors.h"
+#include "core/error.h"
+#include "core/safetensors.h"
 #include "runners/commands.h"
 #include "runners/train_config.h"
 #include "tasks/dataset_file.h"

@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "cli.h"
-#include "kernels/safetensors.h"
+#include "core/safetensors.h"
 #include "models/position/position_encoding.h"
 #include "models/transformer.h"
 

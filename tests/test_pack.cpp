@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "kernels/io.h"
+#include "core/io.h"
 #include "runners/trainer.h"
 
 namespace fs = std::filesystem;

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "cli.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 

@@ -15,9 +15,9 @@
 #include <set>
 
 #include "cli.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "tasks/dataset_file.h"
 #include "tasks/task.h"
 

@@ -13,9 +13,9 @@
 #include <filesystem>
 
 #include "cli.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/safetensors.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/safetensors.h"
 #include "tasks/dataset_file.h"
 
 namespace {

@@ -17,7 +17,7 @@
 #include "kernels/cuda/attention_bf16.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {

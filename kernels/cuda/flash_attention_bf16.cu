@@ -46,8 +46,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gate_scan.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/runtime.h"
-#include "kernels/error.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
 
 namespace pb::cuda {
 namespace {

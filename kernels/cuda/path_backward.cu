@@ -19,7 +19,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/path_common.cuh"
 #include "kernels/cuda/path_tiles.cuh"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda::path {
 namespace {

@@ -26,7 +26,7 @@
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/path_attention.cuh"
 #include "kernels/cuda/path_bf16.cuh"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda::path {
 namespace {

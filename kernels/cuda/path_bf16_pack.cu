@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/path_bf16.cuh"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda::path {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/cuda/path_attention.cuh"
 #include "kernels/cuda/path_common.cuh"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda::path {
 namespace {

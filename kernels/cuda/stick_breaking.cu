@@ -21,7 +21,7 @@
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "models/position/forget_gate.h"
 

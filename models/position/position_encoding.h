@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/spec.h"
+#include "core/spec.h"
 #include "models/engine.h"
 #include "models/params.h"
 

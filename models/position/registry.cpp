@@ -4,7 +4,7 @@
 // tests, which walk it.
 #include <type_traits>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "models/position/position_encoding.h"
 
 #define PB_POSITION_ENCODINGS(X) \

@@ -1,6 +1,6 @@
 // rope: rotary position embedding (Su et al.), rotate-half pairing over the whole head dim,
 // applied to q and k before causal softmax attention. Backward: rotate the gradients back.
-#include "kernels/error.h"
+#include "core/error.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {

@@ -1,4 +1,4 @@
-#include "kernels/safetensors.h"
+#include "core/safetensors.h"
 
 #define XXH_INLINE_ALL
 #include <nlohmann/json.hpp>
@@ -6,8 +6,8 @@
 
 #include <cstring>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 
 namespace pb {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/nccl.h"
+#include "core/cuda/nccl.h"
 
 namespace pb::cuda {
 namespace {

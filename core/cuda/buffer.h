@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <utility>
 
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 

@@ -7,9 +7,9 @@
 #include <unordered_map>
 
 #include "kernels/cuda/common.cuh"
-#include "kernels/cuda/runtime.h"
-#include "kernels/device.h"
-#include "kernels/error.h"
+#include "core/cuda/runtime.h"
+#include "core/device.h"
+#include "core/error.h"
 
 namespace pb {
 

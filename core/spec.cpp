@@ -1,9 +1,9 @@
-#include "kernels/spec.h"
+#include "core/spec.h"
 
 #include <charconv>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 

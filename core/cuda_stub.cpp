@@ -1,5 +1,5 @@
 // Linked instead of cuda/*.cu when the build has no CUDA backend (PATHBENCH_CUDA=OFF or no nvcc).
-#include "kernels/device.h"
+#include "core/device.h"
 
 namespace pb {
 

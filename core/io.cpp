@@ -1,4 +1,4 @@
-#include "kernels/io.h"
+#include "core/io.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 
