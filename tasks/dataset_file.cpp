@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "kernels/error.h"
-#include "tasks/atomic_output.h"
+#include "kernels/io.h"
 
 namespace pb {
 

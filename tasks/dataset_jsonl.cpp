@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "tasks/atomic_output.h"
+#include "kernels/io.h"
 #include "tasks/dataset_file.h"
 
 namespace pb {
