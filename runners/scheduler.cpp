@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,6 +18,7 @@
 
 #include "kernels/error.h"
 #include "kernels/io.h"
+#include "runners/run_dir.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
 #if PATHBENCH_HAVE_CUDA
@@ -40,29 +42,37 @@ struct Running {
   const Job* job;
   double start;
   size_t slot;
+  RunLock lock;  // released once the run is reaped and recorded
 };
 
-// This process's environment with `extra` ("NAME=value") added or replacing NAME.
-std::vector<std::string> environment_with(const std::string& extra) {
+// This process's environment with each of `extras` ("NAME=value"; "" adds nothing) added or
+// replacing NAME.
+std::vector<std::string> environment_with(const std::vector<std::string>& extras) {
   std::vector<std::string> env;
-  const std::string name = extra.substr(0, extra.find('=') + 1);
+  auto replaced = [&](const std::string& e) {
+    for (const auto& x : extras)
+      if (!x.empty() && e.rfind(x.substr(0, x.find('=') + 1), 0) == 0) return true;
+    return false;
+  };
   for (char** e = environ; *e; ++e)
-    if (extra.empty() || std::string(*e).rfind(name, 0) != 0) env.emplace_back(*e);
-  if (!extra.empty()) env.push_back(extra);
+    if (!replaced(*e)) env.emplace_back(*e);
+  for (const auto& x : extras)
+    if (!x.empty()) env.push_back(x);
   return env;
 }
 
-// Starts `job` in a fresh directory in `slot`; the child's stdout and stderr go to log.txt.
-Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
-  fs::remove_all(job.dir);
-  fs::create_directories(job.dir);
+// Starts `job`, claimed (`lock`) and its directory emptied, in `slot`; the child inherits the lock
+// (runners/run_dir.h) and its stdout and stderr go to log.txt.
+Running launch(const Job& job, RunLock lock, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
   const std::string log = job.dir + "/log.txt";
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
   std::vector<char*> argv;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = environment_with(slot_env);
+  const int lock_fd = lock.fd();
+  const std::vector<std::string> env_strings =
+      environment_with({slot_env, fmt::format("{}={}", kRunLockFdEnv, lock_fd)});
   std::vector<char*> envp;
   for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -75,6 +85,7 @@ Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const st
     if (::getppid() != parent) ::_exit(1);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    ::fcntl(lock_fd, F_SETFD, 0);  // inherited through exec
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
@@ -84,7 +95,7 @@ Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const st
   }
   ::setpgid(pid, pid);
   ::close(fd);
-  return {pid, &job, now_s(), slot};
+  return {pid, &job, now_s(), slot, std::move(lock)};
 }
 
 void signal_group(pid_t pid, int sig) {
@@ -150,6 +161,62 @@ void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
                            error.is_string() ? error.get<std::string>() : "?", job.dir));
 }
 
+// The jobs in order, each claimed by exactly one worker process: its run directory's lock taken
+// (RunLock::try_take) and the run still in its planned state, then the directory emptied. A job
+// whose lock another process holds is put aside and tried again once no other is left; one that
+// another process finished meanwhile is counted (JobsOutcome::by_others) and not rerun.
+class Claims {
+ public:
+  Claims(const std::vector<Job>& jobs, const SkipRule& skip, const std::string& sweep)
+      : jobs_(jobs), skip_(skip), who_("pathbench sweep " + sweep) {}
+
+  // The next job to run here, with its lock, or nullptr when none is free now (done() says whether
+  // any is left at all).
+  const Job* next(RunLock& lock, JobsOutcome& out, SweepStatus& status) {
+    while ((next_ = next_job(jobs_, next_, skip_, out, status)) < jobs_.size()) {
+      const Job& job = jobs_[next_++];
+      if (claim(job, lock, out, status)) return &job;
+      if (!lock.held() && !finished_) {
+        aside_.push_back(&job);
+        status.event(fmt::format("in use by another worker, tried again later: {} ({})", job.label, job.run_id));
+      }
+    }
+    for (size_t i = 0; i < aside_.size(); ++i) {
+      const Job& job = *aside_[i];
+      const bool taken = claim(job, lock, out, status);
+      if (taken || finished_) aside_.erase(aside_.begin() + static_cast<long>(i--));
+      if (taken) return &job;
+    }
+    return nullptr;
+  }
+  bool done() const { return next_ >= jobs_.size() && aside_.empty(); }
+
+ private:
+  // Whether `job` is now this process's to run (`lock` then holds it); finished_ says whether
+  // another process finished it.
+  bool claim(const Job& job, RunLock& lock, JobsOutcome& out, SweepStatus& status) {
+    finished_ = false;
+    lock = RunLock::try_take(job.dir, who_);
+    if (!lock.held()) return false;
+    if (run_state(job.dir) != job.state) {
+      finished_ = true;
+      lock = RunLock();
+      ++out.by_others;
+      count_finished(job, out, status);
+      return false;
+    }
+    empty_run_dir(job.dir);
+    return true;
+  }
+
+  const std::vector<Job>& jobs_;
+  const SkipRule& skip_;
+  const std::string who_;
+  size_t next_ = 0;
+  std::vector<const Job*> aside_;
+  bool finished_ = false;
+};
+
 }  // namespace
 
 JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string>& slots,
@@ -163,17 +230,21 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
   const Reaper reaper{running};
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
-  size_t next = 0;
+  Claims claims(jobs, skip, before.name);
   double kill_at = 0;
   bool changed = true;  // print the first line
   std::vector<bool> busy(slots.size(), false);
   while (true) {
-    for (size_t slot = 0; slot < slots.size() && out.signal == 0; ++slot)
-      if (!busy[slot] && (next = next_job(jobs, next, skip, out, status)) < jobs.size())
-        busy[slot] = true, running.push_back(launch(jobs[next++], child_mask, slot, slots[slot]));
+    for (size_t slot = 0; slot < slots.size() && out.signal == 0; ++slot) {
+      if (busy[slot]) continue;
+      RunLock lock;
+      const Job* job = claims.next(lock, out, status);
+      if (!job) break;
+      busy[slot] = true, running.push_back(launch(*job, std::move(lock), child_mask, slot, slots[slot]));
+    }
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;
-    if (running.empty()) break;
+    if (running.empty() && (out.signal || claims.done())) break;
     const timespec tick{1, 0};
     const int sig = ::sigtimedwait(&waited, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
@@ -197,6 +268,7 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       const Job& job = *running[i].job;
       const double wall = now_s() - running[i].start;
       busy[running[i].slot] = false;
+      const RunLock lock = std::move(running[i].lock);  // held while the end is recorded
       running.erase(running.begin() + static_cast<long>(i));
       const bool recorded = fs::exists(job.dir + "/result.json");
       if (!recorded && out.signal) continue;  // stopped: pending
@@ -210,12 +282,10 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
 
 namespace {
 
-// One packed run on the calling thread (its slot's): the directory emptied, the output into
-// log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
+// One packed run on the calling thread (its slot's), claimed and its directory emptied: the output
+// into log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
 bool run_in_thread(const Job& job, const std::atomic<bool>& cancel) {
   const double start = now_s();
-  fs::remove_all(job.dir);
-  fs::create_directories(job.dir);
   const std::string log_path = job.dir + "/log.txt";
   std::FILE* log = std::fopen(log_path.c_str(), "we");
   if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));
@@ -241,8 +311,9 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
   std::atomic<bool> cancel{false};
-  std::mutex mutex;                 // guards next, out, finished, running, and status's lines
-  size_t next = 0, running = 0;
+  std::mutex mutex;                 // guards claims, out, finished, running, and status's lines
+  Claims claims(jobs, skip, before.name);
+  size_t running = 0;
   std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
   std::vector<std::exception_ptr> errors(slot_devices.size());
   std::vector<std::thread> threads;
@@ -254,11 +325,16 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
 #endif
         while (true) {
           const Job* job = nullptr;
+          RunLock claim;  // released once the run has recorded its end
           {
             const std::lock_guard<std::mutex> lock(mutex);
-            if (cancel || (next = next_job(jobs, next, skip, out, status)) >= jobs.size()) return;
-            job = &jobs[next++];
-            ++running;
+            if (cancel || claims.done()) return;
+            job = claims.next(claim, out, status);
+            running += job != nullptr;
+          }
+          if (!job) {  // the runs left are another worker's for now
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            continue;
           }
           const bool ended = run_in_thread(*job, cancel);
           const std::lock_guard<std::mutex> lock(mutex);
@@ -277,7 +353,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       for (const Job* job : finished) count_finished(*job, out, status), changed = true;
       finished.clear();
-      live = running > 0 || (!cancel && next < jobs.size());
+      live = running > 0 || (!cancel && !claims.done());
       status.show(out.done, out.failed, out.skipped, running, changed);
       changed = false;
     }
