@@ -151,8 +151,8 @@ void check_grid(const std::string& path, const std::vector<Job>& all, const Swee
   if (fs::exists(path) && !o.overwrite) {
     std::map<std::string, std::string> before, now;  // run id -> label
     try {
-      for (const auto& r : nlohmann::json::parse(read_file(path)).at("runs"))
-        before[r.at("run_id").get<std::string>()] = r.at("label").get<std::string>();
+      const auto recorded = nlohmann::json::parse(read_file(path));
+      for (const auto& r : recorded.at("runs")) before[r.at("run_id").get<std::string>()] = r.at("label").get<std::string>();
     } catch (const nlohmann::json::exception& e) {
       fail("{}: not a grid record ({}); delete it or give --overwrite to record this grid", path, e.what());
     }
