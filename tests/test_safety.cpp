@@ -171,7 +171,7 @@ TEST_CASE("standard streams: stdout write errors are reported, a closed stderr i
   CHECK_THAT(pb::read_file(tmp.file("out")), Contains("flipflop"));
 }
 
-TEST_CASE("train --out: locked, finished or foreign directories are refused; --overwrite forces", "[safety][cli]") {
+TEST_CASE("train --out: locked, finished or foreign directories are refused, --overwrite forces", "[safety][cli]") {
   const TempDir tmp("trainout");
   const std::string run = tmp.file("run");
   {
