@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "tasks/atomic_output.h"
+#include "core/io.h"
 
 namespace pb {
 
