@@ -2,7 +2,8 @@
 // float and double, so gradient checks run in double), the fast path in kernels/cuda/<op>.cu.
 //
 // Conventions
-//   Argument order: outputs, saved, inputs, weights, then sizes / the op's *Args struct.
+//   Argument order: outputs, saved, inputs, weights, then sizes / the op's *Args struct; optional
+//   hooks added later follow the Args struct and default to null (off).
 //   Layouts are row-major; every buffer's shape is in the comment beside it.
 //   Attention tensors are (B, T, H, D): batch, time, heads, head dim. Per-head scalars
 //   (beta, log_f, lse) are (B, T, H).
@@ -152,6 +153,22 @@ template <class S>
 void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, double clip);
 
 // ---------------------------------------------------------------------------------------------
+// Relative-position bias tables (kernels/cpu/kerple_bias.cpp): b (H, T), b_h(r) for r = 0 .. T − 1,
+// for the bias hook of softmax attention.
+
+// KERPLE-log (Chi et al. 2022): b_h(r) = −p1_h · log(1 + p2_h · r), p = softplus(a) > 0.
+template <class S>
+void kerple_bias_forward(S* bias,       // (H, T)
+                         const S* a1,   // (H)
+                         const S* a2,   // (H)
+                         int H, int T);
+// da1_h += Σ_r db_h(r) · ∂b_h(r)/∂a1_h, da2_h likewise.
+template <class S>
+void kerple_bias_backward(S* da1, S* da2,  // (H), +=
+                          const S* dbias,  // (H, T)
+                          const S* a1, const S* a2, int H, int T);
+
+// ---------------------------------------------------------------------------------------------
 // Attention (kernels/cpu/{rope,softmax_attention,stick_breaking,path_attention}.cpp)
 
 struct AttnShape {
@@ -169,10 +186,12 @@ void rope_forward(S* out, const S* in, const RopeArgs& args);   // (B, T, H, D)
 template <class S>
 void rope_backward(S* din, const S* dout, const RopeArgs& args);  // (B, T, H, D)
 
-// Causal softmax attention with an optional additive gate (FoX):
-//   s_ij = scale · q_i·k_j + (G_i − G_j),  G_t = Σ_{u≤t} log_f_u (per b, h),  j ≤ i
-//   o_i  = Σ_j softmax_j(s_ij) v_j,        lse_i = log Σ_j exp(s_ij)
-// log_f null means no gate (G = 0). ALiBi is the gate with constant log_f = −m_h.
+// Causal softmax attention with two optional score hooks, an additive gate (FoX) and a per-head
+// relative-position bias table (KERPLE, T5 buckets):
+//   s_ij = scale · q_i·k_j + (G_i − G_j) + b_h(i − j),  G_t = Σ_{u≤t} log_f_u (per b, h),  j ≤ i
+//   o_i  = Σ_j softmax_j(s_ij) v_j,                    lse_i = log Σ_j exp(s_ij)
+// log_f null means no gate (G = 0), bias null no bias (b = 0). ALiBi is the gate with constant
+// log_f = −m_h. The bias gradient sums dS along diagonals: db_h(r) = Σ_{b, i − j = r} dS_ij.
 struct SoftmaxAttentionArgs {
   AttnShape shape;
   double scale;
@@ -182,13 +201,16 @@ void softmax_attention_forward(S* o,             // (B, T, H, D)
                                S* lse,           // (B, T, H) saved
                                const S* q, const S* k, const S* v,  // (B, T, H, D)
                                const S* log_f,   // (B, T, H) or null
-                               const SoftmaxAttentionArgs& args);
+                               const SoftmaxAttentionArgs& args,
+                               const S* bias = nullptr);  // (H, T): b_h(r), r = 0 .. T − 1, or null
 template <class S>
 void softmax_attention_backward(S* dq, S* dk, S* dv,  // (B, T, H, D), overwrite
                                 S* dlog_f,            // (B, T, H), overwrite; null if log_f null
                                 const S* dout, const S* o, const S* lse,
                                 const S* q, const S* k, const S* v, const S* log_f,
-                                const SoftmaxAttentionArgs& args);
+                                const SoftmaxAttentionArgs& args,
+                                S* dbias = nullptr,           // (H, T), overwrite; null if bias null
+                                const S* bias = nullptr);     // (H, T) or null
 
 // Stick-breaking attention (Tan et al. 2025), log space, leftover mass to the current token:
 //   z_ij = scale · q_i·k_j,  log A_ij = z_ij − Σ_{j≤l<i} softplus(z_il)  (j < i)

@@ -1,6 +1,9 @@
 #include "models/params.h"
 
-#include "kernels/rng.h"
+#include <new>
+
+#include "core/error.h"
+#include "core/rng.h"
 
 namespace pb {
 
@@ -18,6 +21,16 @@ int64_t ParamStore<E>::add(const std::string& prefix, const ParamSpec& spec) {
 template <class E>
 void ParamStore<E>::allocate_and_init(uint64_t seed) {
   const int64_t n = entries.empty() ? 0 : entries.back().offset + entries.back().size;
+  try {
+    init(seed, n);
+  } catch (const std::bad_alloc&) {
+    fail("out of host memory allocating {} parameters ({:.3g} GiB for the weights, gradients and AdamW moments): "
+         "reduce --d-model, --mlp-ratio or --layers", n, 4.0 * double(n) * sizeof(S) / (1 << 30));
+  }
+}
+
+template <class E>
+void ParamStore<E>::init(uint64_t seed, int64_t n) {
   std::vector<S> host(n, S(0));
   std::vector<uint8_t> mask(n, 0);
   for (size_t i = 0; i < entries.size(); ++i) {

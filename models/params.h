@@ -38,11 +38,15 @@ struct ParamStore {
 
   int64_t add(const std::string& prefix, const ParamSpec& spec);  // returns its offset
   // Zero grads and moments, params N(0, 0.02²) (or per Init) by a counter-based RNG per entry,
-  // drawn on the host, so every engine starts from the same numbers.
+  // drawn on the host, so every engine starts from the same numbers. Host memory exhausted: a
+  // pb::Error saying what to reduce (device memory: cuda::device_alloc's pb::Error).
   void allocate_and_init(uint64_t seed);
   int64_t size() const { return static_cast<int64_t>(params.size()); }
   std::vector<S> to_host() const;              // the params
   void from_host(const std::vector<S>& host);  // sets the params
+
+ private:
+  void init(uint64_t seed, int64_t n);  // allocate_and_init of n parameters
 };
 
 }  // namespace pb

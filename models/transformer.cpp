@@ -1,6 +1,6 @@
 #include "models/transformer.h"
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 

@@ -23,8 +23,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "models/position/position_encoding.h"
 #include "runners/commands.h"
@@ -32,9 +32,9 @@
 #include <Random123/philox.h>
 
 #include "kernels/cuda/attention_bf16.h"
-#include "kernels/cuda/buffer.h"
+#include "core/cuda/buffer.h"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {
@@ -47,26 +47,41 @@ struct BenchAttentionOpts {
   int warmup = 10, iters = 50, rotate = 4;
 };
 
-// What one run computes, from the validated options.
+// What one run computes, from the validated options and the encoding's registry entry: its
+// attention family picks the kernel, the gate and the bias table are fed random inputs.
 struct Plan {
   std::string name;  // the encoding's name
-  bool bf16 = true, path = false, gated = false, alibi = false, sba = false;
+  bool bf16 = true, path = false, sba = false, gated = false, bias = false;
   int block = 64;  // PaTH's UT block (pe spec key `block`)
   AttnShape shape{};
 };
 
+// The encodings the options' dtype can time, for the error message.
+std::string timed_encodings(bool bf16) {
+  std::string names;
+  for (const auto& e : encodings())
+    if (e.info.cuda && e.info.family != AttentionFamily::Custom && (e.info.bf16 || !bf16))
+      names += (names.empty() ? "" : ", ") + e.schema.name;
+  return names;
+}
+
 Plan make_plan(const BenchAttentionOpts& o) {
   Plan p;
   const Spec pe = resolve_encoding(o.pe);  // pb::Error naming the valid encodings
+  const EncodingInfo& info = encoding_entry(pe.name()).info;
   p.name = pe.name();
   if (o.dtype != "bf16" && o.dtype != "f32") fail("--dtype must be bf16 or f32, got '{}'", o.dtype);
   p.bf16 = o.dtype == "bf16";
-  p.path = p.name == "path" || p.name == "path_fox";
-  p.gated = p.name == "fox" || p.name == "path_fox";
-  p.alibi = p.name == "alibi", p.sba = p.name == "sba";
-  if (p.bf16 && (p.alibi || p.sba))
-    fail("bench attention: encoding '{}' has no bf16 kernel (bf16: nope, rope, fox, path, path_fox; "
-         "f32 also sba, alibi)", p.name);
+  p.path = info.family == AttentionFamily::Path;
+  p.sba = info.family == AttentionFamily::StickBreaking;
+  p.gated = info.gate;
+  p.bias = info.takes(AttnInput::Bias);
+  if (!info.cuda || info.family == AttentionFamily::Custom)
+    fail("bench attention: encoding '{}' has no CUDA attention kernel to time (timed: {})", p.name,
+         timed_encodings(false));
+  if (p.bf16 && !info.bf16)
+    fail("bench attention: encoding '{}' has no bf16 kernel (bf16: {}; f32: {})", p.name, timed_encodings(true),
+         timed_encodings(false));
   if (p.path) p.block = int(pe.get_int("block"));
   const std::pair<const char*, int> sizes[] = {
       {"--batch", o.batch}, {"--seq-len", o.seq_len}, {"--heads", o.heads}, {"--head-dim", o.head_dim}};
@@ -114,7 +129,7 @@ std::vector<float> normals(int64_t n, uint32_t tensor, uint32_t set) {
 template <class T>  // float (f32) or cuda::bf16_bits (bf16) storage of q, k, v, o, do and their gradients
 struct InputSet {
   cuda::DeviceBuffer<T> q, k, v, dout;
-  cuda::DeviceBuffer<float> w, beta, log_f;  // (B, T, H, D), (B, T, H), (B, T, H); empty if unused
+  cuda::DeviceBuffer<float> w, beta, log_f, bias;  // (B, T, H, D), (B, T, H), (B, T, H), (H, T); empty if unused
 };
 
 template <class T>
@@ -158,12 +173,17 @@ void run(const BenchAttentionOpts& o, const Plan& p) {
         for (float& b : beta) b = float(2.0 / (1.0 + std::exp(-double(b))));  // 2σ(z)
         upload(in.w, w, staging), upload(in.beta, beta, staging);
       }
-      if (p.gated || p.alibi) {
+      if (p.gated) {
         std::vector<float> log_f = normals(n3, 6, r);
-        for (int64_t i = 0; i < n3; ++i)
-          log_f[i] = p.alibi ? float(-std::exp2(-8.0 * double(i % s.H + 1) / s.H))  // −m_h
-                             : float(-std::log1p(std::exp(-(double(log_f[i]) + 3.0))));  // log σ(z+3)
+        for (float& x : log_f) x = float(-std::log1p(std::exp(-(double(x) + 3.0))));  // log σ(z+3)
         upload(in.log_f, log_f, staging);
+      }
+      if (p.bias) {  // b_h(r) = −0.1·log(1 + r)·(1 + |z|/4): a decaying table with per-entry noise
+        std::vector<float> bias = normals(int64_t(s.H) * s.T, 7, r);
+        for (int64_t e = 0; e < int64_t(bias.size()); ++e)
+          bias[e] = float(-0.1 * std::log1p(double(e % s.T)) * (1.0 + std::abs(bias[e]) / 4));
+        in.bias.resize(bias.size());
+        cuda::copy_to_device(in.bias.data(), bias.data(), bias.size() * sizeof(float));
       }
     }
     cuda::synchronize();
@@ -172,11 +192,12 @@ void run(const BenchAttentionOpts& o, const Plan& p) {
 
   // Outputs and gradients, shared by every set (overwritten by each call).
   cuda::DeviceBuffer<T> o_(n4), dq, dk, dv;
-  cuda::DeviceBuffer<float> lse(n3), dw, dbeta, dlog_f;
+  cuda::DeviceBuffer<float> lse(n3), dw, dbeta, dlog_f, dbias;
   if (o.backward) {
     dq.resize(n4), dk.resize(n4), dv.resize(n4);
     if (p.path) dw.resize(n4), dbeta.resize(n3);
-    if (p.gated || p.alibi) dlog_f.resize(n3);
+    if (p.gated) dlog_f.resize(n3);
+    if (p.bias) dbias.resize(size_t(s.H) * s.T);
   }
   auto ptr = [](auto& b) { return b.empty() ? nullptr : b.data(); };
   const double scale = 1.0 / std::sqrt(double(s.D));
@@ -186,6 +207,7 @@ void run(const BenchAttentionOpts& o, const Plan& p) {
 
   auto call = [&](InputSet<T>& in) {
     float* log_f = ptr(in.log_f);
+    float* bias = ptr(in.bias);
     if constexpr (std::is_same_v<T, float>) {
       if (p.path) {
         cuda::path_attention_forward(o_.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), in.w.data(),
@@ -200,10 +222,12 @@ void run(const BenchAttentionOpts& o, const Plan& p) {
           cuda::stick_breaking_backward(dq.data(), dk.data(), dv.data(), in.dout.data(), in.q.data(), in.k.data(),
                                         in.v.data(), sbargs);
       } else {
-        cuda::softmax_attention_forward(o_.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f, sargs);
+        cuda::softmax_attention_forward(o_.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f, sargs,
+                                        bias);
         if (o.backward)
           cuda::softmax_attention_backward(dq.data(), dk.data(), dv.data(), ptr(dlog_f), in.dout.data(), o_.data(),
-                                           lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f, sargs);
+                                           lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f, sargs,
+                                           ptr(dbias), bias);
       }
     } else {
       if (p.path) {
@@ -215,11 +239,11 @@ void run(const BenchAttentionOpts& o, const Plan& p) {
                                              in.v.data(), in.w.data(), in.beta.data(), log_f, pargs);
       } else {
         cuda::flash_attention_bf16_forward(o_.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f,
-                                           sargs);
+                                           sargs, bias);
         if (o.backward)
           cuda::flash_attention_bf16_backward(dq.data(), dk.data(), dv.data(), ptr(dlog_f), in.dout.data(),
                                               o_.data(), lse.data(), in.q.data(), in.k.data(), in.v.data(), log_f,
-                                              sargs);
+                                              sargs, ptr(dbias), bias);
       }
     }
   };
@@ -268,8 +292,8 @@ void add_bench_attention_command(CLI::App& bench) {
   auto* cmd = bench.add_subcommand(
       "attention", "Time one attention kernel on the GPU (fwd or fwd+bwd): median ms, TFLOP/s, peak memory");
   cmd->add_option("--pe", o->pe,
-                  "encoding: nope, rope (timed as nope: the rotation is a separate op), fox, path, path_fox; "
-                  "with --dtype f32 also sba, alibi")
+                  "encoding (its attention kernel with random gate / bias inputs; rope is timed as nope: the "
+                  "rotation is a separate op); --dtype bf16 only where the encoding has a bf16 kernel")
       ->required();
   cmd->add_option("--dtype", o->dtype, "bf16 (attention_bf16.h kernels) | f32 (ops.h kernels)")->capture_default_str();
   cmd->add_option("--batch", o->batch, "B")->required();

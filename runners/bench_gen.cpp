@@ -12,8 +12,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "tasks/dataset_file.h"
 

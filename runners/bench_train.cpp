@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "runners/commands.h"
 #include "runners/data_parallel.h"
 #include "runners/train_step.h"

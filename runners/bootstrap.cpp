@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/rng.h"
+#include "core/rng.h"
 
 namespace pb {
 

@@ -1,13 +1,15 @@
-// `pathbench attention`: runs one attention variant on tensors from a safetensors file, for
-// cross-checking against other implementations (e.g. FLA's Triton kernels). Reads q, k, v
-// (B, T, H, D), plus w (B, T, H, D, unit-norm) and beta (B, T, H) for path/path_fox, and log_f
-// (B, T, H) for fox/path_fox; scale 1/sqrt(D). Writes o, and with `do` in the input also dq, dk, dv
-// and, where they exist, dw, dbeta, dlog_f. --device cuda runs the CUDA engine's kernels (f32).
-#include <cmath>
+// `pathbench attention`: runs one encoding's attention on tensors from a safetensors file, for
+// cross-checking against other implementations (e.g. FLA's Triton kernels). The encoding comes from
+// the registry and runs its own forward and backward on q, k, v (B, T, H, D) and the attention
+// inputs its entry declares (EncodingInfo::inputs: w (B, T, H, D) unit rows, beta (B, T, H),
+// log_f (B, T, H), bias (H, T)), read from the file instead of computed from x and parameters;
+// scale 1/sqrt(D). Writes o, and with `do` in the input also dq, dk, dv and d<input> for each
+// input. --device cuda runs the CUDA engine's kernels (f32).
+#include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
+#include "core/safetensors.h"
 #include "models/engine.h"
-#include "kernels/safetensors.h"
 #include "models/position/position_encoding.h"
 #include "runners/commands.h"
 #include "runners/trainer.h"
@@ -35,63 +37,47 @@ struct Buf {  // a tensor of the file as a contiguous array in the engine's memo
 
 template <class E>
 TensorMap run(const Spec& pe, const TensorMap& in, const std::string& path, const std::string& dtype) {
+  using S = typename E::Scalar;
   if (!in.count("q")) fail("'{}' has no tensor 'q' (expected shape (B, T, H, D))", path);
   const Tensor& q_t = in.at("q");
   if (q_t.shape.size() != 4) fail("tensor 'q' in '{}' has shape {}, expected (B, T, H, D)", path, shape_str(q_t.shape));
-  const std::vector<int64_t> s4 = q_t.shape, s3 = {s4[0], s4[1], s4[2]};
-  const AttnShape shape{int(s4[0]), int(s4[1]), int(s4[2]), int(s4[3])};
-  const double scale = 1.0 / std::sqrt(double(shape.D));
-  const std::string& name = pe.name();
-  const bool is_path = name == "path" || name == "path_fox", gated = name == "fox" || name == "path_fox";
-  if (name != "nope" && name != "rope" && name != "alibi" && name != "sba" && !is_path && !gated)
-    fail("attention: encoding '{}' is not supported by this command", name);
-  using B = Buf<E>;
-  B q(in.at("q")), k(require_tensor(in, "k", s4, path)), v(require_tensor(in, "v", s4, path));
-  B w, beta, log_f;
-  if (is_path) w = B(require_tensor(in, "w", s4, path)), beta = B(require_tensor(in, "beta", s3, path));
-  if (gated) log_f = B(require_tensor(in, "log_f", s3, path));
-  const size_t n4 = q.v.size(), n3 = n4 / shape.D;
-  if (name == "alibi") {  // the constant gate log f = −m_h, m_h = 2^(−8h/H)
-    Tensor slopes{"F64", s3, std::vector<double>(n3)};
-    for (size_t i = 0; i < n3; ++i) slopes.data[i] = -std::exp2(-8.0 * double(i % shape.H + 1) / shape.H);
-    log_f = B(slopes);
-  }
-  B qr(n4), kr(n4);  // rope rotates q and k first
-  const RopeArgs rope{shape, name == "rope" ? pe.get_float("base") : 0.0};
-  if (name == "rope") E::rope_forward(qr.p(), q.p(), rope), E::rope_forward(kr.p(), k.p(), rope);
-  else E::copy(qr.p(), q.p(), n4), E::copy(kr.p(), k.p(), n4);
+  const std::vector<int64_t> s4 = q_t.shape;
+  const int B = int(s4[0]), T = int(s4[1]), H = int(s4[2]), D = int(s4[3]);
+  const auto shape_of = [&](AttnInput i) -> std::vector<int64_t> {
+    if (i == AttnInput::W) return s4;
+    if (i == AttnInput::Bias) return {H, T};
+    return {B, T, H};
+  };
+  const EncodingInfo& info = encoding_entry(pe.name()).info;
+  auto encoding = make_encoding<E>(pe.canonical());  // refused here when E cannot run it
+  if (info.inputs.empty() && !encoding->params({0, H, D}).empty())
+    fail("attention: encoding '{}' has parameters but declares no attention inputs to read instead",
+         pe.name());
 
-  B o(n4), lse(n3);
-  const SoftmaxAttentionArgs sargs{shape, scale};
-  const PathAttentionArgs pargs{shape, scale, is_path ? int(pe.get_int("block")) : 64};
-  if (is_path)
-    E::path_attention_forward(o.p(), lse.p(), q.p(), k.p(), v.p(), w.p(), beta.p(), log_f.p(), pargs);
-  else if (name == "sba")
-    E::stick_breaking_forward(o.p(), q.p(), k.p(), v.p(), StickBreakingArgs{shape, scale});
-  else
-    E::softmax_attention_forward(o.p(), lse.p(), qr.p(), kr.p(), v.p(), log_f.p(), sargs);
+  Buf<E> q(q_t), k(require_tensor(in, "k", s4, path)), v(require_tensor(in, "v", s4, path)), o(q.v.size());
+  std::vector<Buf<E>> given;
+  std::vector<const S*> given_p;
+  for (AttnInput i : info.inputs) given.emplace_back(require_tensor(in, input_name(i), shape_of(i), path));
+  for (auto& g : given) given_p.push_back(g.p());
+  const AttnInputs<S> args{B, T, {0, H, D}, nullptr, q.p(), k.p(), v.p(), {}, given_p};
+  encoding->forward(o.p(), args);
 
   TensorMap out;
-  auto put = [&](const char* key, const B& b, const std::vector<int64_t>& shp) {
-    out[key] = Tensor{dtype, shp, b.host()};
-  };
-  put("o", o, s4);
+  out["o"] = Tensor{dtype, s4, o.host()};
   if (!in.count("do")) return out;
-  B dout(require_tensor(in, "do", s4, path)), dq(n4), dk(n4), dv(n4), dw, dbeta, dlog_f;
-  if (is_path) dw = B(n4), dbeta = B(n3);
-  if (gated || name == "alibi") dlog_f = B(n3);
-  if (is_path)
-    E::path_attention_backward(dq.p(), dk.p(), dv.p(), dw.p(), dbeta.p(), dlog_f.p(), dout.p(), o.p(), lse.p(), q.p(),
-                            k.p(), v.p(), w.p(), beta.p(), log_f.p(), pargs);
-  else if (name == "sba")
-    E::stick_breaking_backward(dq.p(), dk.p(), dv.p(), dout.p(), q.p(), k.p(), v.p(), StickBreakingArgs{shape, scale});
-  else
-    E::softmax_attention_backward(dq.p(), dk.p(), dv.p(), dlog_f.p(), dout.p(), o.p(), lse.p(), qr.p(), kr.p(), v.p(),
-                               log_f.p(), sargs);
-  if (name == "rope") E::rope_backward(dq.p(), dq.p(), rope), E::rope_backward(dk.p(), dk.p(), rope);
-  put("dq", dq, s4), put("dk", dk, s4), put("dv", dv, s4);
-  if (is_path) put("dw", dw, s4), put("dbeta", dbeta, s3);
-  if (gated) put("dlog_f", dlog_f, s3);
+  Buf<E> dout(require_tensor(in, "do", s4, path)), dq(q.v.size()), dk(q.v.size()), dv(q.v.size());
+  std::vector<Buf<E>> dgiven;
+  std::vector<S*> dgiven_p;
+  for (auto& g : given) dgiven.emplace_back(g.v.size());
+  for (auto& g : dgiven) dgiven_p.push_back(g.p());
+  encoding->backward({o.p(), dout.p(), nullptr, dq.p(), dk.p(), dv.p(), {}, dgiven_p}, args);
+  out["dq"] = Tensor{dtype, s4, dq.host()};
+  out["dk"] = Tensor{dtype, s4, dk.host()};
+  out["dv"] = Tensor{dtype, s4, dv.host()};
+  for (size_t i = 0; i < given.size(); ++i) {
+    const AttnInput x = info.inputs[i];
+    out[std::string("d") + input_name(x)] = Tensor{dtype, shape_of(x), dgiven[i].host()};
+  }
   return out;
 }
 
@@ -104,8 +90,9 @@ void add_attention_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("attention", "Run one attention variant on tensors from a safetensors file");
   cmd->add_option("--pe", o->pe, "position-encoding spec")->required();
-  cmd->add_option("--in", o->in, "input safetensors: q, k, v [, w, beta, log_f, do]")->required();
-  cmd->add_option("--out", o->out, "output safetensors: o [, dq, dk, dv, dw, dbeta, dlog_f]")->required();
+  cmd->add_option("--in", o->in, "input safetensors: q, k, v, the encoding's inputs (w, beta, log_f, bias), [do]")
+      ->required();
+  cmd->add_option("--out", o->out, "output safetensors: o [, dq, dk, dv, d<input>]")->required();
   cmd->add_option("--device", o->device, "cpu | cuda (f32 only)")->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "f32 | f64: compute and output precision")->capture_default_str();
   cmd->callback([o] {

@@ -2,7 +2,10 @@
 // config.json or result.json) becomes a row of runs.csv; per split and evaluated task, the last
 // evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
 // history.csv; the per-sequence error counts of those last evaluations rows of seqstats.csv.
-// Column order: docs/sweeps.md.
+// Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
+// result.json an object with a status and numeric measurements, config.json an object with task
+// and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
+// split, numeric measurements and a task that is the run's at some len.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -11,11 +14,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "runners/csv.h"
+#include "runners/train_config.h"
+#include "tasks/task.h"
 
 namespace pb {
 namespace fs = std::filesystem;
@@ -67,6 +72,30 @@ json read_json(const std::string& path) {
   }
 }
 
+// A pb::Error naming `where` unless each of `keys` of `obj` is absent, null (not finite) or a number.
+void require_numbers(const json& obj, std::initializer_list<const char*> keys, const std::string& where) {
+  for (const char* k : keys)
+    if (obj.contains(k) && !obj[k].is_null() && !obj[k].is_number())
+      fail("{}: \"{}\" must be a number, got {}", where, k, obj[k].dump());
+}
+
+// The measurements of one evaluation (eval.jsonl rows, result.json's "eval" entries).
+void check_eval_entry(const json& e, const std::string& where) {
+  if (!e.is_object()) fail("{}: an evaluation must be a JSON object, got {}", where, e.dump());
+  require_numbers(e, {"acc", "seq_acc", "loss", "n", "n_seqs", "step", "len"}, where);
+}
+
+// result.json: an object with a status string and numeric measurements.
+void check_result(const json& r, const std::string& path) {
+  if (!r.is_object()) fail("{}: not a run result: expected a JSON object", path);
+  if (!r.contains("status") || !r["status"].is_string() || r["status"].get<std::string>().empty())
+    fail("{}: not a run result: no \"status\" string", path);
+  require_numbers(r, {"final_loss", "wall_s", "steps", "stopped_at_step", "eval_s", "eval_batch"}, path);
+  if (!r.contains("eval")) return;
+  if (!r["eval"].is_object()) fail("{}: \"eval\" must be an object of splits", path);
+  for (const auto& [split, e] : r["eval"].items()) check_eval_entry(e, fmt::format("{} (eval.{})", path, split));
+}
+
 // "name:k=v,..." -> name, and columns <prefix>_<k> = v.
 std::string split_spec(const std::string& spec, const std::string& prefix, Row& row) {
   const auto colon = spec.find(':');
@@ -104,9 +133,22 @@ struct Tables {
   std::vector<Row> runs, evals, history, seqstats;
 };
 
+// Adds the rows of the run in `dir` (which has a result.json) to `t`. A failed run may lack
+// config.json (it failed before writing one): its row has the status and error only.
 void collect_run(const fs::path& dir, Tables& t) {
-  const json config = read_json((dir / "config.json").string());
-  const json result = read_json((dir / "result.json").string());
+  const std::string result_path = (dir / "result.json").string(), config_path = (dir / "config.json").string();
+  const json result = read_json(result_path);
+  check_result(result, result_path);
+  const bool has_config = fs::exists(config_path);
+  if (!has_config && result["status"] != "failed")
+    fail("{}: missing; the run's result.json cannot be labelled without it", config_path);
+  const json config = read_json(config_path);
+  if (!config.is_object()) fail("{}: not a run config: expected a JSON object", config_path);
+  for (const char* k : {"task", "pe"})
+    if (has_config && (!config.contains(k) || !config[k].is_string()))
+      fail("{}: not a run config: no \"{}\" spec string", config_path, k);
+  require_numbers(config, {"layers", "d_model", "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay",
+                           "grad_clip", "seed", "eval_n"}, config_path);
   const json meta = read_json((dir / "meta.json").string());
   Row run;
   run["sweep"] = fs::exists(dir.parent_path() / "sweep.toml") ? dir.parent_path().filename().string() : "";
@@ -161,7 +203,16 @@ void collect_run(const fs::path& dir, Tables& t) {
       } catch (const json::exception& err) {
         fail("{}:{}: invalid JSON: {}", evals, line, err.what());
       }
+      const std::string where = fmt::format("{}:{}", evals, line);
+      check_eval_entry(e, where);
+      if (!e.contains("split") || !e["split"].is_string()) fail("{}: no \"split\" string", where);
+      if (e.contains("task") && !e["task"].is_string()) fail("{}: \"task\" must be a spec string", where);
       const std::string task = e.contains("task") ? field(e, "task") : run["task"];
+      try {
+        check_eval_task(make_task(run["task"])->spec(), make_task(task)->spec());
+      } catch (const Error& err) {
+        fail("{}: {}", where, err.what());
+      }
       t.history.push_back(eval_row(e, field(e, "split"), task));
       auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);
       if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
@@ -247,8 +298,10 @@ void add_collect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("collect",
                                  "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
-  cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")->required();
-  cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->required();
+  cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")
+      ->type_name("DIR")
+      ->required();
+  cmd->add_option("-o,--out", dirs->second, "output directory for the CSVs")->type_name("DIR")->required();
   cmd->callback([dirs] { run_collect(dirs->first, dirs->second); });
 }
 

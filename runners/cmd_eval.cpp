@@ -1,11 +1,11 @@
-// `pathbench eval`: evaluates a run's checkpoint, on its own task or another spec of the same
-// vocabulary (e.g. a longer `len`: length generalisation). Prints one JSON line per split on
+// `pathbench eval`: evaluates a run's checkpoint, on its own task or at another `len` of it (length
+// generalisation; any other change of the spec is refused). Prints one JSON line per split on
 // stdout and appends the rows to the run's eval.jsonl.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/commands.h"
 #include "runners/trainer.h"
 
@@ -18,9 +18,11 @@ void add_eval_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Evaluate a trained run (optionally on another task spec)");
-  cmd->add_option("--run", o->run, "run directory written by `pathbench train`")->required();
+  cmd->add_option("--run", o->run, "run directory written by `pathbench train`")
+      ->type_name("DIR")
+      ->required();
   cmd->add_option("--split", o->split, "one split (default: every eval split)");
-  cmd->add_option("--task", o->task, "task spec to evaluate on (default: the run's)");
+  cmd->add_option("--task", o->task, "the run's task spec with another len (default: the run's)")->type_name("SPEC");
   cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n, or its --eval-sizes entry)");
   cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
   cmd->callback([o] {
@@ -33,12 +35,12 @@ void add_eval_command(CLI::App& app) {
     }
     TrainConfig cfg = config_from_json(j, config_path);
     const auto task = make_task(o->task.empty() ? cfg.task : o->task);
-    const auto train_task = make_task(cfg.task);
-    if (task->vocab_size() != train_task->vocab_size())
-      fail("--task '{}' has {} tokens but the run was trained with {} ('{}')", task->spec().canonical(),
-           task->vocab_size(), train_task->vocab_size(), cfg.task);
-    if (o->n < 0) fail("--n must be >= 1, got {}", o->n);
+    check_eval_task(make_task(cfg.task)->spec(), task->spec());
+    if (o->n < 0 || o->n > kMaxEvalN) fail("--n must be in [1, {}], got {}", kMaxEvalN, o->n);
     cfg.device = o->device;
+    TrainConfig at_eval = cfg;  // the run's config checked like a new one, at the evaluated length
+    at_eval.task = task->spec().canonical();
+    resolve(at_eval);
     const std::string device = select_device(cfg);
     std::vector<int> splits;
     if (!o->split.empty()) splits.push_back(task->split_index(o->split));

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <memory>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "tasks/dataset_file.h"
 
@@ -44,15 +44,19 @@ void run_gen(const GenOptions& o) {
 void add_gen_command(CLI::App& app) {
   auto o = std::make_shared<GenOptions>();
   auto* cmd = app.add_subcommand("gen", "Generate a task split into a dataset file (bin or jsonl)");
-  cmd->add_option("--task", o->task, "task spec NAME[:key=value,...], e.g. flipflop:len=512")->required();
+  cmd->add_option("--task", o->task, "task spec NAME[:key=value,...], e.g. flipflop:len=512")
+      ->type_name("SPEC")
+      ->required();
   cmd->add_option("--split", o->split, "split name (train first; eval splits per task)")->capture_default_str();
-  cmd->add_option("--n", o->n, "number of examples")->required();
-  cmd->add_option("--seed", o->seed, "RNG seed (default: 0 for train, pb::kEvalSeed for eval splits)");
+  cmd->add_option("--n", o->n, "number of examples")->type_name("INT")->required();
+  cmd->add_option("--seed", o->seed, "RNG seed (default: 0 for train, pb::kEvalSeed for eval splits)")
+      ->type_name("INT");
   cmd->add_option("--format", o->format, "bin (compact, for --data) or jsonl (+ FILE.meta.json)")
       ->check(CLI::IsMember({"bin", "jsonl"}))
       ->capture_default_str();
-  cmd->add_option("--out", o->out, "output file (written atomically)")->required();
+  cmd->add_option("--out", o->out, "output file (written atomically)")->type_name("FILE")->required();
   cmd->add_option("--threads", o->threads, "OpenMP threads (0: all cores); output is identical for any")
+      ->type_name("INT")
       ->capture_default_str();
   cmd->callback([o] { run_gen(*o); });
 }

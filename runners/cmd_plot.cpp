@@ -12,9 +12,9 @@
 #include <memory>
 #include <tuple>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "runners/commands.h"
 #include "runners/results.h"
 #include "runners/svg.h"
@@ -251,11 +251,13 @@ void run_plot(PlotOptions o) {
 void add_plot_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plot", "Draw an SVG figure from evals.csv");
   auto o = std::make_shared<PlotOptions>();
-  cmd->add_option("csv", o->csv, "evals.csv from `pathbench collect`")->required();
+  cmd->add_option("csv", o->csv, "evals.csv from `pathbench collect`")->type_name("FILE")->required();
   cmd->add_option("--figure", o->figure, "what to draw")
       ->required()
       ->check(CLI::IsMember({"acc-vs-depth", "acc-vs-length", "error-rate"}));
-  cmd->add_option("-o,--out", o->out, "output .svg (a .png is added when rsvg-convert exists)")->required();
+  cmd->add_option("-o,--out", o->out, "output .svg (a .png is added when rsvg-convert exists)")
+      ->type_name("FILE")
+      ->required();
   cmd->add_option("--split", o->split, "evaluation split (needed when the CSV has several, except error-rate)");
   cmd->add_option("--metric", o->metric, "acc or seq_acc")
       ->capture_default_str()

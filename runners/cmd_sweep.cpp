@@ -1,6 +1,7 @@
-// `pathbench sweep FILE.toml`: expands the grid, skips runs whose result.json exists, runs the
-// rest as `pathbench train` child processes or, with --pack, as threads of this process
-// (runners/scheduler.h), and copies the file into the sweep directory.
+// `pathbench sweep FILE.toml`: expands the grid, checks it against the grid recorded by an earlier
+// start (grid.json), skips runs whose result.json exists, runs the rest as `pathbench train` child
+// processes or, with --pack, as threads of this process (runners/scheduler.h), and copies the file
+// into the sweep directory.
 #include <sched.h>
 
 #include <algorithm>
@@ -12,18 +13,18 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/commands.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 #include "runners/sweep_estimate.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
-#include "kernels/spec.h"
+#include "core/spec.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {
@@ -35,7 +36,7 @@ struct SweepOptions {
   std::string file, out = "runs", shard, gpus, pack;
   size_t jobs = 1, jobs_per_gpu = 0;
   double drain_after = 0;  // seconds; 0: never
-  bool dry_run = false, retry_failed = false, estimate = false;
+  bool dry_run = false, retry_failed = false, estimate = false, overwrite = false;
 };
 
 size_t cpu_count() {
@@ -150,6 +151,51 @@ void wait_for_shallower(std::vector<Job>& jobs) {
         if (jobs[j].cfg.layers < jobs[i].cfg.layers) jobs[i].after.push_back(j);
 }
 
+// The grid of a sweep as its directory records it in grid.json at the first start: {"runs":
+// [{"run_id", "label"}, ...]}, the whole sweep's whatever the shard.
+nlohmann::json grid_record(const std::vector<Job>& all) {
+  nlohmann::json grid = {{"runs", nlohmann::json::array()}};
+  for (const Job& j : all) grid["runs"].push_back({{"run_id", j.run_id}, {"label", j.label}});
+  return grid;
+}
+
+// A start whose file resolves to other runs than the recorded grid (`path`) is refused, naming the
+// change, unless --overwrite (the new grid is then recorded; finished runs still in it are kept);
+// --dry-run and --estimate only warn.
+void check_grid(const std::string& path, const std::vector<Job>& all, const SweepOptions& o) {
+  if (fs::exists(path) && !o.overwrite) {
+    std::map<std::string, std::string> before, now;  // run id -> label
+    try {
+      const auto recorded = nlohmann::json::parse(read_file(path));
+      for (const auto& r : recorded.at("runs")) before[r.at("run_id").get<std::string>()] = r.at("label").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: not a grid record ({}); delete it or give --overwrite to record this grid", path, e.what());
+    }
+    for (const Job& j : all) now[j.run_id] = j.label;
+    auto only_in = [](const std::map<std::string, std::string>& a, const std::map<std::string, std::string>& b) {
+      std::vector<std::string> labels;
+      for (const auto& [id, label] : a)
+        if (!b.count(id)) labels.push_back(label);
+      return labels;
+    };
+    std::string change;  // "2 runs added (seed=0 pe=fox; seed=1 pe=fox), 1 run removed (...)"
+    auto list = [&change](const std::vector<std::string>& labels, const char* what) {
+      if (labels.empty()) return;
+      change += fmt::format("{}{} run{} {} (", change.empty() ? "" : ", ", labels.size(), labels.size() > 1 ? "s" : "", what);
+      for (size_t i = 0; i < std::min<size_t>(3, labels.size()); ++i) change += (i ? "; " : "") + labels[i];
+      change += labels.size() > 3 ? "; ...)" : ")";
+    };
+    list(only_in(now, before), "added");
+    list(only_in(before, now), "removed");
+    if (!change.empty()) {
+      const std::string message = fmt::format("{}: the grid differs from the one recorded in {}: {}", o.file, path, change);
+      if (!o.dry_run && !o.estimate)
+        fail("{}; give --overwrite to record the new grid (finished runs still in it are kept)", message);
+      fmt::print(stderr, "sweep: warning: {}\n", message);
+    }
+  }
+}
+
 void run_sweep(const SweepOptions& o) {
   if (!o.pack.empty() && (o.jobs != 1 || o.jobs_per_gpu))
     fail("--pack runs the sweep in one process; it cannot be combined with --jobs or --jobs-per-gpu");
@@ -182,6 +228,8 @@ void run_sweep(const SweepOptions& o) {
     const std::string dir = (fs::path(sweep_dir) / id).string();
     all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label, {}});  // argv: the options, for now
   }
+  const std::string grid_path = (fs::path(sweep_dir) / "grid.json").string();
+  check_grid(grid_path, all, o);
   std::vector<Job> picked;
   for (const size_t i : shard_indices(all.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[i]);
   if (!sweep.depth_search.empty())  // seeds outermost, then shallow before deep
@@ -206,6 +254,7 @@ void run_sweep(const SweepOptions& o) {
       fmt::print("{}\t{}\t{}\n", job.run_id, why.empty() ? state : "skipped", job.label);
     }
     if (!pending) continue;
+    job.state = state;
     TrainConfig& cfg = job.cfg;
     if (packed && cfg.gpus > 1) fail("{}: --pack trains each run on one GPU; gpus = {} needs the process engine", o.file, cfg.gpus);
     cfg.threads = int(threads), cfg.out = job.dir;
@@ -224,12 +273,14 @@ void run_sweep(const SweepOptions& o) {
   if (o.dry_run) return;
   fs::create_directories(sweep_dir);
   write_file_atomic((fs::path(sweep_dir) / "sweep.toml").string(), text);
+  if (o.overwrite || !fs::exists(grid_path)) write_file_atomic(grid_path, grid_record(all).dump(2) + "\n");
   const JobsOutcome got = packed ? run_packed(jobs, devices, before, skip) : run_jobs(jobs, slots, before, skip);
   if (got.signal)
-    fail("sweep {} stopped by {}; runs in flight are pending: rerun the same command to finish it",
-         sweep.name, strsignal(got.signal));
-  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed{}{}\n", sweep.name, before.done + got.done,
+    throw Stopped(fmt::format("sweep {} stopped by {}; runs in flight are pending: rerun the same command to "
+                              "finish it", sweep.name, strsignal(got.signal)), got.signal);
+  fmt::print(stderr, "sweep {}: {} of {} runs done, {} failed{}{}{}\n", sweep.name, before.done + got.done,
              before.total, before.failed + got.failed,
+             got.by_others ? fmt::format(" ({} of them by other workers)", got.by_others) : "",
              got.skipped ? fmt::format(", {} skipped by the depth search", got.skipped) : "",
              got.left ? fmt::format("; drained: {} runs not started (rerun the same command to continue)", got.left) : "");
   if (before.failed + got.failed > 0)
@@ -242,23 +293,33 @@ void run_sweep(const SweepOptions& o) {
 void add_sweep_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("sweep", "Run the grid of a sweep file, skipping finished runs");
   auto o = std::make_shared<SweepOptions>();
-  cmd->add_option("file", o->file, "sweep file (TOML: [sweep], [base], [grid])")->required();
+  cmd->add_option("file", o->file, "sweep file (TOML: [sweep], [base], [grid])")
+      ->type_name("FILE")
+      ->required();
   cmd->add_option("--out", o->out, "root directory; runs go to OUT/<sweep name>/<run id>")
+      ->type_name("DIR")
       ->capture_default_str();
   cmd->add_option("--jobs", o->jobs, "runs at once; each gets CPU threads / N")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--gpus", o->gpus, "run on GPUs: 'all' or indices '0,1,...' (runs get --device cuda)");
+  cmd->add_option("--gpus", o->gpus, "run on GPUs: 'all' or indices '0,1,...' (runs get --device cuda)")
+      ->type_name("all|I,J,...");
   cmd->add_option("--jobs-per-gpu", o->jobs_per_gpu, "runs at once on each GPU (implies --gpus all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)");
+  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)")
+      ->type_name("I/N");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs (id, state, values) on stdout; run nothing");
   cmd->add_flag("--retry-failed", o->retry_failed, "rerun runs whose result.json has status failed");
+  cmd->add_flag("--overwrite", o->overwrite,
+                "accept a grid that differs from the one recorded at the first start (OUT/<name>/grid.json): "
+                "record it; finished runs still in the grid are kept, others' directories are left in place");
   cmd->add_option("--pack", o->pack,
                   "K|auto: run K runs at once per GPU (or on the CPU) as threads of this process, each on its "
-                  "own CUDA stream (auto: as many as fit in GPU memory)");
+                  "own CUDA stream (auto: as many as fit in GPU memory)")
+      ->type_name("K|auto");
   cmd->add_option("--drain-after", o->drain_after,
                   "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next start")
+      ->type_name("SECONDS")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--estimate", o->estimate,
                 "with --pack: time a few packed steps of each shape and print the projected time; run nothing");

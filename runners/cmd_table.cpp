@@ -14,7 +14,7 @@
 #include <memory>
 #include <tuple>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "runners/bootstrap.h"
 #include "runners/commands.h"
 #include "runners/results.h"
@@ -258,7 +258,9 @@ void run_table(TableOptions o) {
 void add_table_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("table", "Print a Markdown table (mean ± sd over seeds) from a collect CSV");
   auto o = std::make_shared<TableOptions>();
-  cmd->add_option("csv", o->csv, "evals.csv or runs.csv from `pathbench collect`")->required();
+  cmd->add_option("csv", o->csv, "evals.csv or runs.csv from `pathbench collect`")
+      ->type_name("FILE")
+      ->required();
   cmd->add_option("--rows", o->rows, "column whose values are the rows")->capture_default_str();
   o->cols_opt = cmd->add_option("--cols", o->cols, "column whose values are the columns (len with --min-layers)")
                     ->capture_default_str();

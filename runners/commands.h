@@ -3,7 +3,16 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
+
 namespace pb {
+
+// Thrown by a command that stopped cleanly on SIGINT / SIGTERM (a sweep): main() prints the
+// message and ends the process by that signal, so the caller sees status 128 + signal.
+struct Stopped : Error {
+  Stopped(const std::string& message, int sig) : Error(message), signal(sig) {}
+  int signal;
+};
 
 void add_list_command(CLI::App& app);
 void add_gen_command(CLI::App& app);

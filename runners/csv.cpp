@@ -1,7 +1,7 @@
 #include "runners/csv.h"
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 
 namespace pb {
 

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/io.h"
 #if PATHBENCH_HAVE_NCCL
-#include "kernels/cuda/nccl.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/nccl.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

@@ -1,15 +1,49 @@
 // Progress of a run on a stream (stderr, or the run's log.txt in a packed sweep): on a terminal one
 // line rewritten in place (≤ 10 per second); elsewhere (logs, CI, Slurm) a plain line every 5% of
-// the steps or 30 s.
+// the steps or 30 s. The line fits 80 columns: the label (task spec and encoding) shortened in the
+// middle, a bar, the percentage, the loss, the elapsed time and the ETA.
 #pragma once
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 namespace pb {
+
+// "m:ss" below an hour, "h:mm:ss" above.
+inline std::string format_duration(double seconds) {
+  const long s = std::lround(std::max(0.0, seconds));
+  if (s < 3600) return fmt::format("{}:{:02}", s / 60, s % 60);
+  return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+}
+
+// `text` cut to `width` columns (ASCII) by replacing its middle with "...", keeping both ends: the
+// task name and the encoding of a "task:spec pe" label.
+inline std::string shorten_middle(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  if (width <= 3) return text.substr(0, width);
+  const size_t head = (width - 3) / 2, tail = width - 3 - head;
+  return text.substr(0, head) + "..." + text.substr(text.size() - tail);
+}
+
+// One progress line of at most kProgressWidth columns (79: the cursor stays on an 80-column line):
+// "<label> [#####-----]  50% loss 0.1234 1:02 ETA 1:02".
+constexpr size_t kProgressWidth = 79;
+inline std::string progress_line(const std::string& label, int step, int total, double loss, double elapsed_s,
+                                 double eta_s) {
+  constexpr int kBar = 10;
+  const double frac = total > 0 ? std::clamp(double(step) / total, 0.0, 1.0) : 1.0;
+  const int filled = int(frac * kBar);
+  const std::string tail = fmt::format(" [{}{}] {:3}% loss {:.4f} {} ETA {}", std::string(filled, '#'),
+                                       std::string(kBar - filled, '-'), int(frac * 100), loss,
+                                       format_duration(elapsed_s), format_duration(eta_s));
+  const size_t room = kProgressWidth > tail.size() + 8 ? kProgressWidth - tail.size() : 8;
+  return shorten_middle(label, room) + tail;
+}
 
 class Progress {
  public:
@@ -18,7 +52,7 @@ class Progress {
         last_(start_) {}
 
   // Returns true on logging steps (every 1% of the run), where the caller records metrics.
-  bool update(int step, double loss, double tokens_per_s) {
+  bool update(int step, double loss) {
     const auto now = clock::now();
     const double since = std::chrono::duration<double>(now - last_).count();
     const int every = std::max(1, total_ / 20);
@@ -26,8 +60,7 @@ class Progress {
     if (print) {
       const double el = std::chrono::duration<double>(now - start_).count();
       const double eta = step ? el / step * (total_ - step) : 0;
-      const std::string line = fmt::format("{} step {}/{} loss {:.4f} {:.0f} tok/s ETA {:.0f}s", label_, step,
-                                           total_, loss, tokens_per_s, eta);
+      const std::string line = progress_line(label_, step, total_, loss, el, eta);
       if (tty_)
         fmt::print(out_, "\r{}\033[K", line);
       else

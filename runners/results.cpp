@@ -6,34 +6,21 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
+#include "models/position/position_encoding.h"
 
 namespace pb {
 namespace {
 
-struct Named {
-  const char* name;
-  EncodingStyle style;
-};
-// Okabe–Ito colours (colour-blind safe); legend order is this order.
-const Named kEncodings[] = {
-    {"nope", {"#999999", 0, 0}},        // circle
-    {"rope", {"#0072b2", 4, 45}},       // square
-    {"alibi", {"#56b4e9", 3, 180}},     // triangle down
-    {"sba", {"#009e73", 3, 0}},         // triangle up
-    {"fox", {"#e69f00", 4, 0}},         // diamond
-    {"path", {"#d55e00", 5, 0}},        // pentagon
-    {"path_fox", {"#cc79a7", 6, 0}},    // hexagon
-};
-constexpr size_t kNamed = sizeof(kEncodings) / sizeof(kEncodings[0]);
-
 std::string_view name_of(std::string_view spec) { return spec.substr(0, spec.find(':')); }
 
+// The legend order is the registry's; names not registered (runs of an older build) come after.
 size_t encoding_rank(std::string_view spec) {
-  for (size_t i = 0; i < kNamed; ++i)
-    if (name_of(spec) == kEncodings[i].name) return i;
-  return kNamed;
+  const auto& all = encodings();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (name_of(spec) == all[i].schema.name) return i;
+  return all.size();
 }
 
 // Columns that hold measurements rather than settings, left out of "rows differ in" messages.
@@ -50,7 +37,10 @@ bool is_measure(const std::string& c) {
 
 EncodingStyle encoding_style(std::string_view pe_name) {
   const size_t r = encoding_rank(pe_name);
-  if (r < kNamed) return kEncodings[r].style;
+  if (r < encodings().size() && encodings()[r].info.style.colour) {
+    const PlotStyle& s = encodings()[r].info.style;
+    return {s.colour, s.sides, s.rotation};
+  }
   uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same colour on every machine
   for (char c : name_of(pe_name)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
   const double hue = static_cast<double>(h % 360), s = 0.6, l = 0.42;

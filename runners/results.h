@@ -10,8 +10,9 @@
 
 namespace pb {
 
-// The one place for the encodings' legend order, colour and marker; other names get a colour and
-// marker derived from a hash of the name, after the listed ones.
+// The encodings' legend order is the registry's, their colour and marker their entry's PlotStyle;
+// an entry without one, or a name not registered, gets a colour and marker derived from a hash of
+// the name (the same on every machine); unregistered names come last.
 struct EncodingStyle {
   std::string colour;  // "#rrggbb"
   int sides;           // marker: 0 circle, else a regular polygon

@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,12 +17,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "runners/run_dir.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {
@@ -42,29 +43,37 @@ struct Running {
   const Job* job;
   double start;
   size_t slot;
+  RunLock lock;  // released once the run is reaped and recorded
 };
 
-// This process's environment with `extra` ("NAME=value") added or replacing NAME.
-std::vector<std::string> environment_with(const std::string& extra) {
+// This process's environment with each of `extras` ("NAME=value"; "" adds nothing) added or
+// replacing NAME.
+std::vector<std::string> environment_with(const std::vector<std::string>& extras) {
   std::vector<std::string> env;
-  const std::string name = extra.substr(0, extra.find('=') + 1);
+  auto replaced = [&](const std::string& e) {
+    for (const auto& x : extras)
+      if (!x.empty() && e.rfind(x.substr(0, x.find('=') + 1), 0) == 0) return true;
+    return false;
+  };
   for (char** e = environ; *e; ++e)
-    if (extra.empty() || std::string(*e).rfind(name, 0) != 0) env.emplace_back(*e);
-  if (!extra.empty()) env.push_back(extra);
+    if (!replaced(*e)) env.emplace_back(*e);
+  for (const auto& x : extras)
+    if (!x.empty()) env.push_back(x);
   return env;
 }
 
-// Starts `job` in a fresh directory in `slot`; the child's stdout and stderr go to log.txt.
-Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
-  fs::remove_all(job.dir);
-  fs::create_directories(job.dir);
+// Starts `job`, claimed (`lock`) and its directory emptied, in `slot`; the child inherits the lock
+// (runners/run_dir.h) and its stdout and stderr go to log.txt.
+Running launch(const Job& job, RunLock lock, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
   const std::string log = job.dir + "/log.txt";
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
   std::vector<char*> argv;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::vector<std::string> env_strings = environment_with(slot_env);
+  const int lock_fd = lock.fd();
+  const std::vector<std::string> env_strings =
+      environment_with({slot_env, fmt::format("{}={}", kRunLockFdEnv, lock_fd)});
   std::vector<char*> envp;
   for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
@@ -77,6 +86,7 @@ Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const st
     if (::getppid() != parent) ::_exit(1);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    ::fcntl(lock_fd, F_SETFD, 0);  // inherited through exec
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
@@ -86,7 +96,7 @@ Running launch(const Job& job, const sigset_t& child_mask, size_t slot, const st
   }
   ::setpgid(pid, pid);
   ::close(fd);
-  return {pid, &job, now_s(), slot};
+  return {pid, &job, now_s(), slot, std::move(lock)};
 }
 
 void signal_group(pid_t pid, int sig) {
@@ -177,6 +187,66 @@ void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
                            error.is_string() ? error.get<std::string>() : "?", job.dir));
 }
 
+// The jobs in their queue's order, each claimed by exactly one worker process: its run directory's
+// lock taken (RunLock::try_take) and the run still in its planned state, then the directory
+// emptied. A job whose lock another process holds is put aside and tried again once no other is
+// left; one that another process finished meanwhile is counted (JobsOutcome::by_others), not rerun.
+class Claims {
+ public:
+  Claims(const std::vector<Job>& jobs, const SkipRule& skip, const std::string& sweep)
+      : jobs_(jobs), skip_(skip), who_("pathbench sweep " + sweep), queue_(jobs) {}
+
+  // The next job to run here, with its lock, or nullptr when none is free now (done() says whether
+  // any is left at all). end() the job when its run has ended.
+  const Job* next(RunLock& lock, JobsOutcome& out, SweepStatus& status) {
+    for (size_t i; (i = queue_.take(skip_, out, status)) < jobs_.size();) {
+      const Job& job = jobs_[i];
+      if (claim(job, lock, out, status)) return &job;
+      if (finished_) queue_.end(i);
+      else if (!lock.held()) {
+        aside_.push_back(&job);
+        status.event(fmt::format("in use by another worker, tried again later: {} ({})", job.label, job.run_id));
+      }
+    }
+    for (size_t i = 0; i < aside_.size(); ++i) {
+      const Job& job = *aside_[i];
+      const bool taken = claim(job, lock, out, status);
+      if (finished_) end(job);
+      if (taken || finished_) aside_.erase(aside_.begin() + static_cast<long>(i--));
+      if (taken) return &job;
+    }
+    return nullptr;
+  }
+  void end(const Job& job) { queue_.end(size_t(&job - jobs_.data())); }
+  size_t left() const { return queue_.left() + aside_.size(); }  // not started here
+  bool done() const { return left() == 0; }
+
+ private:
+  // Whether `job` is now this process's to run (`lock` then holds it); finished_ says whether
+  // another process finished it.
+  bool claim(const Job& job, RunLock& lock, JobsOutcome& out, SweepStatus& status) {
+    finished_ = false;
+    lock = RunLock::try_take(job.dir, who_);
+    if (!lock.held()) return false;
+    if (run_state(job.dir) != job.state) {
+      finished_ = true;
+      lock = RunLock();
+      ++out.by_others;
+      count_finished(job, out, status);
+      return false;
+    }
+    empty_run_dir(job.dir);
+    return true;
+  }
+
+  const std::vector<Job>& jobs_;
+  const SkipRule& skip_;
+  const std::string who_;
+  JobQueue queue_;
+  std::vector<const Job*> aside_;
+  bool finished_ = false;
+};
+
 bool draining(const SweepProgress& p) { return p.drain_at > 0 && now_s() > p.drain_at; }
 
 }  // namespace
@@ -192,17 +262,21 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
   const Reaper reaper{running};
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
-  JobQueue queue(jobs);
+  Claims claims(jobs, skip, before.name);
   double kill_at = 0;
   bool changed = true;  // print the first line
   std::vector<bool> busy(slots.size(), false);
   while (true) {
-    for (size_t slot = 0, i = 0; slot < slots.size() && out.signal == 0 && !draining(before) && i < jobs.size(); ++slot)
-      if (!busy[slot] && (i = queue.take(skip, out, status)) < jobs.size())
-        busy[slot] = true, running.push_back(launch(jobs[i], child_mask, slot, slots[slot]));
+    for (size_t slot = 0; slot < slots.size() && out.signal == 0 && !draining(before); ++slot) {
+      if (busy[slot]) continue;
+      RunLock lock;
+      const Job* job = claims.next(lock, out, status);
+      if (!job) break;
+      busy[slot] = true, running.push_back(launch(*job, std::move(lock), child_mask, slot, slots[slot]));
+    }
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;
-    if (running.empty()) break;
+    if (running.empty() && (out.signal || draining(before) || claims.done())) break;
     const timespec tick{1, 0};
     const int sig = ::sigtimedwait(&waited, nullptr, &tick);
     if (sig == SIGINT || sig == SIGTERM) {
@@ -224,10 +298,11 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
         continue;
       }
       const Job& job = *running[i].job;
-      queue.end(size_t(&job - jobs.data()));
       const double wall = now_s() - running[i].start;
       busy[running[i].slot] = false;
+      const RunLock lock = std::move(running[i].lock);  // held while the end is recorded
       running.erase(running.begin() + static_cast<long>(i));
+      claims.end(job);
       const bool recorded = fs::exists(job.dir + "/result.json");
       if (!recorded && out.signal) continue;  // stopped: pending
       if (!recorded) record_failure(job, exit_text(wstatus), wall);
@@ -235,18 +310,16 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       changed = true;
     }
   }
-  out.left = out.signal ? 0 : queue.left();
+  out.left = out.signal ? 0 : claims.left();
   return out;
 }
 
 namespace {
 
-// One packed run on the calling thread (its slot's): the directory emptied, the output into
-// log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
+// One packed run on the calling thread (its slot's), claimed and its directory emptied: the output
+// into log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
 bool run_in_thread(const Job& job, const std::atomic<bool>& cancel) {
   const double start = now_s();
-  fs::remove_all(job.dir);
-  fs::create_directories(job.dir);
   const std::string log_path = job.dir + "/log.txt";
   std::FILE* log = std::fopen(log_path.c_str(), "we");
   if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));
@@ -272,9 +345,8 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   SweepStatus status(before.name, before.total, before.done, before.failed, jobs.size());
   JobsOutcome out;
   std::atomic<bool> cancel{false};
-  std::mutex mutex;                 // guards queue, out, finished, running, and status's lines
-  std::condition_variable ended;    // a run ended (its waiting jobs may start) or the sweep stops
-  JobQueue queue(jobs);
+  std::mutex mutex;                 // guards claims, out, finished, running, and status's lines
+  Claims claims(jobs, skip, before.name);
   size_t running = 0;
   std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
   std::vector<std::exception_ptr> errors(slot_devices.size());
@@ -286,26 +358,28 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
         if (slot_devices[slot] >= 0) cuda::set_device(slot_devices[slot]);
 #endif
         while (true) {
-          size_t i = jobs.size();
+          const Job* job = nullptr;
+          RunLock claim;  // released once the run has recorded its end
           {
-            std::unique_lock<std::mutex> lock(mutex);
-            while (!cancel && !draining(before) && queue.left() > 0 && (i = queue.take(skip, out, status)) == jobs.size())
-              ended.wait_for(lock, std::chrono::seconds(1));
-            if (i == jobs.size()) return;
-            ++running;
+            const std::lock_guard<std::mutex> lock(mutex);
+            if (cancel || draining(before) || claims.done()) return;
+            job = claims.next(claim, out, status);
+            running += job != nullptr;
           }
-          const bool completed = run_in_thread(jobs[i], cancel);
+          if (!job) {  // the runs left wait for runs in flight, or are another worker's for now
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            continue;
+          }
+          const bool ended = run_in_thread(*job, cancel);
           const std::lock_guard<std::mutex> lock(mutex);
           --running;
-          queue.end(i);
-          if (completed) finished.push_back(&jobs[i]);
-          ended.notify_all();
+          claims.end(*job);
+          if (ended) finished.push_back(job);
         }
       } catch (...) {
         const std::lock_guard<std::mutex> lock(mutex);
         errors[slot] = std::current_exception();
         cancel = true;
-        ended.notify_all();
       }
     });
   bool changed = true;
@@ -314,7 +388,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       for (const Job* job : finished) count_finished(*job, out, status), changed = true;
       finished.clear();
-      live = running > 0 || (!cancel && !draining(before) && queue.left() > 0);
+      live = running > 0 || (!cancel && !draining(before) && !claims.done());
       status.show(out.done, out.failed, out.skipped, running, changed);
       changed = false;
     }
@@ -325,14 +399,13 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
       const std::lock_guard<std::mutex> lock(mutex);
       out.signal = sig;
       cancel = true;
-      ended.notify_all();
       status.event(fmt::format("sweep {}: {}; stopping {} runs in flight at their next step (rerun the same "
                                "command to finish the sweep)", before.name, strsignal(sig), running));
     }
   }
   for (auto& t : threads) t.join();
   for (const Job* job : finished) count_finished(*job, out, status);
-  out.left = cancel ? 0 : queue.left();
+  out.left = cancel ? 0 : claims.left();
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
   return out;

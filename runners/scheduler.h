@@ -1,14 +1,17 @@
-// The two sweep engines. Both take the sweep's pending runs as jobs, start each in its emptied
-// run directory with its output in <dir>/log.txt, fill a slot as soon as its run ends (a pool, no
-// barrier at the slowest run), record the failures a run could not record itself, and on
-// SIGINT/SIGTERM stop the runs in flight, whose directories stay without result.json (pending:
-// rerun from scratch next time).
+// The two sweep engines. Both take the sweep's pending runs as jobs, claim each by locking its run
+// directory (runners/run_dir.h: one worker process per run, so several sweeps of one directory share
+// the work), start it in its emptied directory with its output in <dir>/log.txt, fill a slot as
+// soon as its run ends (a pool, no barrier at the slowest run), record the failures a run could not
+// record itself, and on SIGINT/SIGTERM stop the runs in flight, whose directories stay without
+// result.json (pending: rerun from scratch next time). A run locked by another process is put aside
+// and tried again when nothing else is left, so each engine returns once every job has finished
+// here or elsewhere.
 //   run_jobs     one child process (`pathbench train`) per run. Each child has its own process
 //                group, dies with the sweep (PR_SET_PDEATHSIG), and is recorded as {"status":
 //                "failed", "error": "killed by signal 9 (Killed)"} when it exits without
 //                result.json.
 //   run_packed   every run a thread of this process, K per GPU (`sweep --pack K`): each run has its
-//                own CUDA stream, cuBLAS handle, scratch and CUDA graph (kernels/cuda/runtime.h),
+//                own CUDA stream, cuBLAS handle, scratch and CUDA graph (core/cuda/runtime.h),
 //                so the runs of a GPU share one context and their kernels run side by side, where
 //                processes would time-slice the GPU. A run that throws is recorded failed; a crash
 //                of the process (or a CUDA error that poisons the context) ends every run in
@@ -29,6 +32,7 @@ struct Job {
   std::string run_id;
   std::string label;              // for progress and failure lines
   std::vector<size_t> after;      // jobs (indices into the same list) that must end before it starts
+  std::string state = "pending";  // when planned: "pending", or "failed" to rerun (--retry-failed)
 };
 
 struct SweepProgress {            // the state before these jobs start, for the progress line
@@ -41,6 +45,7 @@ struct SweepProgress {            // the state before these jobs start, for the 
 
 struct JobsOutcome {
   size_t done = 0, failed = 0;    // of these jobs
+  size_t by_others = 0;           // of done + failed: finished by another worker process
   size_t skipped = 0;             // not started: the skip rule said so
   size_t left = 0;                // not started: the sweep drained (SweepProgress::drain_at)
   int signal = 0;                 // SIGINT or SIGTERM if the sweep was stopped, else 0

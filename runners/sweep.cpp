@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "runners/train_config.h"
 
 namespace pb {

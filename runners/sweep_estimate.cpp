@@ -11,7 +11,7 @@
 #include "runners/train_step.h"
 #include "runners/trainer.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

@@ -7,22 +7,32 @@
 
 #include <fmt/ranges.h>
 
+#include <unistd.h>
+
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string_view>
+#include <thread>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/spec.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/spec.h"
 #include "models/position/position_encoding.h"
+#include "runners/trainer.h"
 #include "tasks/task.h"
 
 namespace pb {
 
 void add_train_options(CLI::App& cmd, TrainConfig& c) {
-  cmd.add_option("--task", c.task, "task spec NAME[:key=value,...] (see `pathbench list`)")->required();
-  cmd.add_option("--pe", c.pe, "position-encoding spec NAME[:key=value,...]")->capture_default_str();
+  cmd.add_option("--task", c.task, "task spec NAME[:key=value,...] (see `pathbench list`)")
+      ->type_name("SPEC")
+      ->required();
+  cmd.add_option("--pe", c.pe, "position-encoding spec NAME[:key=value,...]")
+      ->type_name("SPEC")
+      ->capture_default_str();
   cmd.add_option("--layers", c.layers, "transformer blocks")->capture_default_str();
   cmd.add_option("--d-model", c.d_model, "model width")->capture_default_str();
   cmd.add_option("--heads", c.heads, "attention heads (head dim = d_model / heads)")->capture_default_str();
@@ -50,8 +60,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
                  "(else the first eval split's loss); 0: off")->capture_default_str();
   cmd.add_option("--patience-on", c.patience_on,
                  "SPLIT:METRIC whose improvement --patience waits for (default: the --stop-at metric, else "
-                 "the first eval split's loss), e.g. val:loss");
-  cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data");
+                 "the first eval split's loss), e.g. val:loss")
+      ->type_name("SPLIT:METRIC");
+  cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data")
+      ->type_name("FILE");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_option("--precision", c.precision,
                  "GPU arithmetic: fp32 | tf32 (TF32 matmuls) | bf16 (bf16 matmul products and attention "
@@ -99,7 +111,8 @@ void resolve_precision(const TrainConfig& c) {
     fail("--precision {} needs the CUDA engine; the CPU engine computes in fp32 (drop --device cpu or use --precision fp32)",
          c.precision);
   const int head_dim = c.d_model / c.heads;
-  if (c.precision == "bf16" && resolve_encoding(c.pe).name() != "sba" && head_dim != 32 && head_dim != 64 && head_dim != 128)
+  if (c.precision == "bf16" && encoding_entry(resolve_encoding(c.pe).name()).info.bf16 && head_dim != 32 &&
+      head_dim != 64 && head_dim != 128)
     fail("--precision bf16: the bf16 attention kernels need a head dim (d_model / heads) of 32, 64 or 128, got {}", head_dim);
 }
 
@@ -154,6 +167,23 @@ void resolve_eval_sizes(TrainConfig& c) {
   c.eval_sizes = canonical;
 }
 
+// Refuses, before anything is allocated, a run whose tokens per forward pass overflow the engines'
+// int token index (B·T) or whose memory (run_memory_bytes) exceeds the machine's: the host's RAM
+// on the CPU, kMaxGpuBytes per GPU otherwise (the GPU's own limit is caught when allocating).
+void check_memory(const TrainConfig& c, const Task& task) {
+  const int64_t tokens = int64_t(std::max(c.batch, eval_batch_size(c, task))) * task.seq_len();
+  if (tokens > INT_MAX)
+    fail("{} tokens per forward pass ((eval) batch × len {}) exceed {}: reduce --batch, --eval-batch or the "
+         "task's len", tokens, task.seq_len(), INT_MAX);
+  const bool cpu = c.device == "cpu" || (c.device == "auto" && cuda_device_count() == 0);
+  const double host = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGE_SIZE));
+  const double limit = cpu ? host : kMaxGpuBytes, need = run_memory_bytes(c, task) / (cpu ? 1 : world_size(c));
+  if (need > limit)
+    fail("this run needs about {:.3g} GiB, more than {} ({:.3g} GiB): reduce --batch, --eval-batch, --d-model, "
+         "--mlp-ratio, --layers or the task's len", need / (1 << 30), cpu ? "this machine's memory" : "any GPU holds",
+         limit / (1 << 30));
+}
+
 }  // namespace
 
 int final_eval_n(const TrainConfig& c, const std::string& split) {
@@ -197,22 +227,45 @@ void check_eval_split(const StopRule& rule, const std::string& task, const std::
          fmt::join(splits.begin() + 1, splits.end(), ", "));
 }
 
+void check_eval_task(const Spec& trained, const Spec& eval) {
+  if (eval.name() != trained.name())
+    fail("task '{}' is not the run's task '{}': an evaluation may change only its len", eval.canonical(),
+         trained.canonical());
+  for (size_t i = 0; i < eval.items().size(); ++i) {
+    const auto& [key, value] = eval.items()[i];
+    if (key != "len" && value != trained.items()[i].second)
+      fail("task '{}': key '{}' = {} differs from the run's {} ('{}'); an evaluation may change only len",
+           eval.canonical(), key, value, trained.items()[i].second, trained.canonical());
+  }
+}
+
 void resolve(TrainConfig& c) {
-  c.task = make_task(c.task)->spec().canonical();
+  const auto task = make_task(c.task);  // checks the task's parameters (tasks/*.cpp)
+  c.task = task->spec().canonical();
   c.pe = resolve_encoding(c.pe).canonical();
-  if (c.layers < 1) fail("--layers must be >= 1, got {}", c.layers);
+  if (c.layers < 1 || c.layers > kMaxLayers) fail("--layers must be in [1, {}], got {}", kMaxLayers, c.layers);
   if (c.heads < 1 || c.d_model < 1 || c.d_model % c.heads)
     fail("--d-model ({}) must be a positive multiple of --heads ({})", c.d_model, c.heads);
-  if (!(c.mlp_ratio > 0)) fail("--mlp-ratio must be > 0, got {}", c.mlp_ratio);
+  if (c.d_model > kMaxDModel) fail("--d-model must be <= {}, got {}", kMaxDModel, c.d_model);
+  if (!(c.mlp_ratio > 0) || !(c.mlp_ratio * c.d_model <= kMaxHidden))
+    fail("--mlp-ratio must be > 0 with mlp-ratio × d-model <= {}, got {}", kMaxHidden, c.mlp_ratio);
+  // The encoding's own checks: its parameters (its constructor) and the layer shape (params()).
+  make_encoding<Cpu32>(c.pe)->params({c.d_model, c.heads, c.d_model / c.heads});
   if (c.steps < 0) fail("--steps must be >= 0, got {}", c.steps);
   if (c.batch < 1) fail("--batch must be >= 1, got {}", c.batch);
-  if (!(c.lr > 0)) fail("--lr must be > 0, got {}", c.lr);
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) fail("--lr must be a finite number > 0, got {}", c.lr);
   if (c.warmup < 0) fail("--warmup must be >= 0, got {}", c.warmup);
-  if (c.weight_decay < 0) fail("--weight-decay must be >= 0, got {}", c.weight_decay);
-  if (c.grad_clip < 0) fail("--grad-clip must be >= 0, got {}", c.grad_clip);
+  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay))
+    fail("--weight-decay must be a finite number >= 0, got {}", c.weight_decay);
+  if (!(c.grad_clip >= 0) || !std::isfinite(c.grad_clip))
+    fail("--grad-clip must be a finite number >= 0, got {}", c.grad_clip);
+  if (c.seed > kMaxSeed) fail("--seed must be in [0, {}] (the RNG key takes 32 bits of it), got {}", kMaxSeed, c.seed);
   if (c.eval_every < 0) fail("--eval-every must be >= 0, got {}", c.eval_every);
-  if (c.eval_n < 1) fail("--eval-n must be >= 1, got {}", c.eval_n);
-  if (c.threads < 0) fail("--threads must be >= 0, got {}", c.threads);
+  if (c.eval_n < 1 || c.eval_n > kMaxEvalN) fail("--eval-n must be in [1, {}], got {}", kMaxEvalN, c.eval_n);
+  const int max_threads = 4 * int(std::max(1u, std::thread::hardware_concurrency()));
+  if (c.threads < 0 || c.threads > max_threads)
+    fail("--threads must be in [0, {}] (4 × this machine's {} hardware threads; 0: all), got {}", max_threads,
+         max_threads / 4, c.threads);
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
@@ -220,6 +273,7 @@ void resolve(TrainConfig& c) {
   resolve_eval_sizes(c);
   resolve_precision(c);
   resolve_data_parallel(c);
+  check_memory(c, *task);
 }
 
 nlohmann::json semantic_json(const TrainConfig& c) {
@@ -271,6 +325,11 @@ namespace pb {
 
 TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
   TrainConfig c;
+  // A JSON number that is not an integer would be converted to int unchecked (undefined behaviour
+  // when out of range).
+  for (const char* k : {"layers", "d_model", "heads", "steps", "batch", "warmup", "seed", "eval_every", "eval_n",
+                        "eval_every_n", "patience"})
+    if (j.contains(k) && !j[k].is_number_integer()) fail("'{}': '{}' must be an integer", path, k);
   try {
     c.task = j.at("task"), c.pe = j.at("pe"), c.layers = j.at("layers"), c.d_model = j.at("d_model");
     c.heads = j.at("heads"), c.mlp_ratio = j.at("mlp_ratio"), c.steps = j.at("steps"), c.batch = j.at("batch");

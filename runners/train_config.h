@@ -9,7 +9,18 @@
 #include <cstdint>
 #include <string>
 
+#include "core/spec.h"
+
 namespace pb {
+
+// Bounds checked by resolve(). Widths and depth keep the 64-bit size arithmetic exact; a seed's
+// high 32 bits would mix into the RNG's stream id (core/rng.h), so seeds are 32-bit.
+constexpr int kMaxDModel = 1 << 20;
+constexpr int kMaxHidden = 1 << 24;  // the MLP's hidden width, lround(mlp_ratio · d_model)
+constexpr int kMaxLayers = 4096;
+constexpr uint64_t kMaxSeed = 0xffffffffULL;
+constexpr int kMaxEvalN = 1 << 30;
+constexpr double kMaxGpuBytes = double(uint64_t(1) << 40);  // 1 TiB: more than any one GPU holds
 
 struct TrainConfig {
   std::string task;          // task spec, canonical after resolve()
@@ -40,7 +51,7 @@ struct TrainConfig {
   std::string patience_on;   // "SPLIT:METRIC"; a plateau metric such as seq_acc stays at 0 for
                              // thousands of steps while the loss falls: patience on the loss waits
   std::string data;          // optional `pathbench gen` file used instead of on-the-fly data
-  // GPU arithmetic, fp32 | tf32 | bf16 (kernels/cuda/runtime.h, Precision): fp32 everywhere; TF32
+  // GPU arithmetic, fp32 | tf32 | bf16 (core/cuda/runtime.h, Precision): fp32 everywhere; TF32
   // matmuls; bf16 matmul products and bf16 softmax / PaTH attention kernels, fp32 storage, master
   // weights and optimizer (stick-breaking stays fp32). CUDA engine only. Part of the run id when
   // not fp32 (so fp32 runs keep the ids they had before the option existed).
@@ -72,6 +83,12 @@ std::pair<std::string, std::string> parse_metric_ref(const std::string& text, co
 // A pb::Error naming `what` unless the rule's split is an evaluation split of `task`.
 void check_eval_split(const StopRule& rule, const std::string& task, const std::string& what);
 
+// An evaluation of a run (`pathbench eval --task`, rows of eval.jsonl) may be of its task at another
+// len only: another task, or another value of any other key (which changes the vocabulary, the
+// targets, or nothing the evaluation splits use, as flip-flop's p_ignore of the train split), would
+// put a wrong label on the row. pb::Error naming the key otherwise.
+void check_eval_task(const Spec& trained, const Spec& eval);
+
 // Examples per split of a periodic evaluation: eval_every_n, or all eval_n when it is 0.
 inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
 // Examples of `split` in the final evaluation: its --eval-sizes entry, else eval_n.
@@ -80,8 +97,10 @@ int final_eval_n(const TrainConfig& c, const std::string& split);
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);
 
-// Checks ranges and canonicalises the task and encoding specs (pb::Error on bad values); with
-// --nccl-id-file, takes procs / proc_id from Slurm or Open MPI when not given.
+// Checks ranges and canonicalises the task and encoding specs (pb::Error on bad values: the task's
+// and the encoding's parameters, the layer shape, and a size that would not fit in memory, before
+// anything is allocated); with --nccl-id-file, takes procs / proc_id from Slurm or Open MPI when
+// not given.
 void resolve(TrainConfig& cfg);
 inline int world_size(const TrainConfig& c) { return c.gpus * std::max(c.procs, 1); }  // GPUs in all
 

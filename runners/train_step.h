@@ -13,7 +13,7 @@
 
 #include "models/transformer.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {

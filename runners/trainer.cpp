@@ -12,17 +12,17 @@
 #include <optional>
 #include <tuple>
 
-#include "kernels/device.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/safetensors.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/safetensors.h"
 #include "git_commit.h"
 #include "runners/data_parallel.h"
 #include "runners/progress.h"
 #include "runners/train_step.h"
 #include "tasks/dataset_file.h"
 #if PATHBENCH_HAVE_CUDA
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #endif
 
 namespace pb {
@@ -195,7 +195,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       }
       if (!shard.lead()) continue;
       const double tps = tokens_per_step * step / elapsed();
-      if (progress->update(step, loss, tps) || step == cfg.steps)
+      if (progress->update(step, loss) || step == cfg.steps)
         append_line(dir + "metrics.jsonl",
                     nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                                    {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());

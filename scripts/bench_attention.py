@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attention kernel benchmark: pathbench's CUDA kernels against PyTorch SDPA, side by side.
 
-For each shape (B, T, H, D) of ../shared/docs/targets.md's kernel table, on one GPU in one run:
+For each shape (B, T, H, D) of docs/anchors.md's kernel table, on one GPU in one run:
   * PyTorch SDPA: torch.nn.functional.scaled_dot_product_attention(is_causal=True) with the flash
     backend forced (torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)), bf16 q, k, v laid
     out (B, T, H, D) and passed as (B, H, T, D) transposed views, scale 1/sqrt(D); forward alone
@@ -45,7 +45,7 @@ DEFAULT_PES = "nope fox path path_fox"
 PASSES = ("fwd", "fwd_bwd")
 COLUMNS = ("pe,dtype,batch,seq_len,heads,head_dim,pass,ms,tflops,sdpa_ms,ratio,peak_mem_mib,gpu,commit,"
            "date").split(",")
-# Targets of ../shared/docs/targets.md, bf16: (pe, pass) -> (baseline pe, max ratio to it).
+# Targets of docs/anchors.md, bf16: (pe, pass) -> (baseline pe, max ratio to it).
 TARGETS = {("path", "fwd"): ("sdpa", 2.5), ("path", "fwd_bwd"): ("sdpa", 2.0),
            ("path_fox", "fwd"): ("path", 1.15), ("path_fox", "fwd_bwd"): ("path", 1.15),
            ("fox", "fwd"): ("sdpa", 1.3), ("fox", "fwd_bwd"): ("sdpa", 1.3)}
@@ -247,7 +247,7 @@ def parse_args():
     p.add_argument("--out-csv", default="results/bench/attention.csv", help="default %(default)s")
     p.add_argument("--out-md", default="results/bench/attention.md", help="default %(default)s")
     p.add_argument("--shapes", choices=("quick", "full"), default="full",
-                   help="full: the 8 shapes of targets.md; quick: 2 small ones (smoke test)")
+                   help="full: the 8 shapes of docs/anchors.md; quick: 2 small ones (smoke test)")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls first (default 10)")
     p.add_argument("--iters", type=int, default=50, help="timed calls, median reported (default 50)")
     p.add_argument("--rotate", type=int, default=4, help="input sets cycled (default 4)")

@@ -4,7 +4,7 @@
 Measures, on a CUDA GPU, the time of one training step of the PyTorch equivalent of pathbench's
 RoPE transformer on random tokens: zero_grad(set_to_none) + forward + backward +
 clip_grad_norm_(1.0) + AdamW, with the batch drawn by torch.randint on the GPU inside the step.
-The configs are those of ../shared/docs/targets.md "Training step", so that pathbench's CUDA
+The configs are those of docs/anchors.md "Training step", so that pathbench's CUDA
 trainer and PyTorch can be timed side by side in one run on one machine.
 
 The model mirrors models/transformer.cpp (with models/params.cpp, kernels/cpu/rope.cpp,

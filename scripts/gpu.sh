@@ -9,15 +9,15 @@
 # bench writes results/bench/train.csv (one row per framework × config × encoding × precision);
 # attention writes results/bench/attention.csv and attention.md (scripts/bench_attention.py): the
 # attention kernels (`pathbench bench attention`, bf16; F32=1 adds f32 PaTH) against PyTorch SDPA
-# (flash) at the shapes of targets.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
+# (flash) at the shapes of docs/anchors.md's kernel table (ATTN_SHAPES=quick: 2 small ones), fwd and fwd+bwd;
 # profile (not part of all) writes results/bench/ncu/: ncu kernel times of one TF32 step of RoPE
 # and PaTH per config, summarised by scripts/ncu_summary.py into summary.md;
 # ncu-attention (not part of all): ncu kernel times of one bf16 fwd+bwd call of each PE (default
 # path) at NCU_SHAPE="B T H D" (default "8 4096 16 64"), into $LOG_DIR, summarised on stdout;
 # ncu-stalls (not part of all): where the warps of the kernels matching NCU_KERNELS (a regex, default
-# path_scan; the first NCU_COUNT launches, default 2) of that call wait: ncu's warp-state, scheduler
-# and per-instruction stall sections into $LOG_DIR (details text and SASS CSV), summarised on stdout
-# by scripts/ncu_stalls.py;
+# path_(fwd|bwd)_scan, the PaTH scans; names in kernels/cuda/README.md; the first NCU_COUNT launches,
+# default 2) of that call wait: ncu's warp-state, scheduler and per-instruction stall sections into
+# $LOG_DIR (details text and SASS CSV), summarised on stdout by scripts/ncu_stalls.py;
 # sweep-bench (not part of all) times sweeps/bench/bench-*.toml (24 runs of each paper sweep's
 # shape at a stated fraction of its steps) with the process engine (--jobs-per-gpu $PROCESS_K,
 # default 8) and packed (--pack auto), into results/bench/sweep.csv (scripts/sweep_bench.py), and
@@ -147,7 +147,7 @@ if [[ $mode == ncu-stalls ]]; then
   read -r B T H D <<<"${NCU_SHAPE:-8 4096 16 64}"
   for pe in ${PE:-path}; do
     rep="$LOG_DIR/ncu_stalls_${pe}_B${B}_T${T}_H${H}_D${D}"
-    ncu --clock-control none -k "regex:${NCU_KERNELS:-path_scan}" -c "${NCU_COUNT:-2}" --section SpeedOfLight \
+    ncu --clock-control none -k "regex:${NCU_KERNELS:-path_(fwd|bwd)_scan}" -c "${NCU_COUNT:-2}" --section SpeedOfLight \
       --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
       --section SourceCounters --section MemoryWorkloadAnalysis -f -o "$rep" "$BUILD/pathbench" bench attention \
       --pe "$pe" --dtype bf16 --batch "$B" --seq-len "$T" --heads "$H" --head-dim "$D" --backward \

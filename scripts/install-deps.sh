@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of deps/debian-packages.txt that are missing (needs root and apt).
-# Idempotent: does nothing when everything is installed.
+# Installs the Debian packages of a list (default deps/debian-packages.txt; scripts/fuzz.sh passes
+# deps/fuzz-packages.txt) that are missing (needs root and apt). Idempotent: does nothing when
+# everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mapfile -t pkgs < <(awk '!/^#/ && NF >= 2 {print $2}' deps/debian-packages.txt)
+mapfile -t pkgs < <(awk '!/^#/ && NF >= 2 {print $2}' "${1:-deps/debian-packages.txt}")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

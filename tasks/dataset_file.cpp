@@ -17,8 +17,8 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/error.h"
-#include "tasks/atomic_output.h"
+#include "core/error.h"
+#include "core/io.h"
 
 namespace pb {
 
@@ -70,6 +70,28 @@ void encode_array(const int32_t* src, int n, int token_bytes, uint8_t* dst) {
   if (token_bytes == 1) encode_tokens<uint8_t>(src, n, dst);
   else if (token_bytes == 2) encode_tokens<uint16_t>(src, n, dst);
   else encode_tokens<uint32_t>(src, n, dst);
+}
+
+// The first out-of-range entry of `n` records (record_bytes each) of seq_len tokens of type U, as
+// "what (record r, position t)", or "" if every input is a token of the vocabulary, every target one
+// or −1 (all-ones), and every scored flag 0 or 1 and set only where there is a target.
+template <class U>
+std::string first_bad_token(const uint8_t* records, uint64_t n, size_t record_bytes, int seq_len, uint32_t vocab) {
+  const size_t T = size_t(seq_len);
+  for (uint64_t r = 0; r < n; ++r) {
+    const uint8_t* rec = records + r * record_bytes;
+    for (size_t t = 0; t < T; ++t) {
+      U in, tg;
+      std::memcpy(&in, rec + t * sizeof(U), sizeof(U));
+      std::memcpy(&tg, rec + (T + t) * sizeof(U), sizeof(U));
+      const uint8_t sc = rec[2 * T * sizeof(U) + t];
+      const bool no_target = tg == static_cast<U>(-1);
+      if (in >= vocab) return fmt::format("input token {} (record {}, position {})", uint64_t(in), r, t);
+      if (!no_target && tg >= vocab) return fmt::format("target {} (record {}, position {})", uint64_t(tg), r, t);
+      if (sc > 1 || (sc && no_target)) return fmt::format("scored flag {} (record {}, position {})", sc, r, t);
+    }
+  }
+  return "";
 }
 
 void decode_array(const uint8_t* src, int n, int token_bytes, int32_t* dst) {
@@ -189,19 +211,54 @@ void DatasetReader::check_and_parse() {
   if (h.seq_len < 1 || h.token_bytes != uint32_t(dataset_token_bytes(static_cast<int>(h.vocab_size))))
     fail("dataset file '{}' is corrupted: seq_len {} with {}-byte tokens for vocab {}", path, h.seq_len,
          h.token_bytes, h.vocab_size);
+  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
+  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
+  // A checksum proves no accident, not a writer: the sizes that training indexes its (T,) buffers
+  // and embeddings with must be those of the file's task.
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(spec_);
+  } catch (const Error& e) {
+    fail("dataset file '{}' is corrupted: {}", path, e.what());
+  }
+  if (task->spec().canonical() != spec_ || h.seq_len != uint32_t(task->seq_len()) ||
+      h.vocab_size != uint32_t(task->vocab_size()))
+    fail("dataset file '{}' is corrupted: seq_len {} and vocab {} are not those of its task '{}'", path,
+         h.seq_len, h.vocab_size, spec_);
   n_ = h.n, seed_ = h.seed;
   seq_len_ = static_cast<int>(h.seq_len), vocab_size_ = static_cast<int>(h.vocab_size);
   token_bytes_ = static_cast<int>(h.token_bytes);
   record_bytes_ = dataset_record_bytes(seq_len_, token_bytes_);
-  spec_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader, h.spec_bytes);
-  split_.assign(reinterpret_cast<const char*>(map_) + kDatasetFixedHeader + h.spec_bytes, h.split_bytes);
   const size_t payload = size_ - h.header_bytes;
   if (payload / record_bytes_ != n_ || payload % record_bytes_ != 0)
     fail("dataset file '{}' is truncated or has extra bytes: {} bytes of records, expected {} records of {} bytes",
          path, payload, n_, record_bytes_);
+  if (n_ == 0) fail("dataset file '{}' holds no examples", path);
   payload_ = map_ + h.header_bytes;
   if (XXH3_64bits(payload_, payload) != h.payload_xxh3)
     fail("dataset file '{}' is corrupted: payload checksum mismatch", path);
+  check_contents();
+}
+
+void DatasetReader::check_contents() const {
+  std::unique_ptr<Task> task;
+  try {
+    task = make_task(spec_);
+  } catch (const Error& e) {
+    fail("dataset file '{}' names a task this build refuses: {}", path_, e.what());
+  }
+  const auto splits = task->splits();  // vocab and len were checked against the task in check_and_parse
+  if (std::find(splits.begin(), splits.end(), split_) == splits.end())
+    fail("dataset file '{}' does not match its task '{}': split '{}' in the header; the task's splits are {}", path_,
+         spec_, split_, fmt::join(splits, ", "));
+  const uint32_t vocab = uint32_t(vocab_size_);
+  const std::string bad =
+      token_bytes_ == 1   ? first_bad_token<uint8_t>(payload_, n_, record_bytes_, seq_len_, vocab)
+      : token_bytes_ == 2 ? first_bad_token<uint16_t>(payload_, n_, record_bytes_, seq_len_, vocab)
+                          : first_bad_token<uint32_t>(payload_, n_, record_bytes_, seq_len_, vocab);
+  if (!bad.empty())
+    fail("dataset file '{}' holds data outside its task '{}' (vocabulary of {} tokens): {}", path_, spec_, vocab_size_,
+         bad);
 }
 
 DatasetReader::~DatasetReader() {

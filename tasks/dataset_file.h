@@ -34,7 +34,8 @@ void write_dataset_jsonl(const std::string& path, const Task& task, uint64_t see
                          uint64_t n, int n_threads);
 
 // A binary dataset file, memory-mapped. The constructor checks the magic, version, header
-// checksum, file size and payload checksum, and fails with a one-line pb::Error naming the file.
+// checksum, file size, payload checksum, the header against its task and every token against the
+// vocabulary, and fails with a one-line pb::Error naming the file.
 class DatasetReader {
  public:
   explicit DatasetReader(const std::string& path);
@@ -52,7 +53,10 @@ class DatasetReader {
   void read(uint64_t index, ExampleView out) const;
 
  private:
-  void check_and_parse();  // validates the mapped file and fills the fields below
+  void check_and_parse();       // validates the mapped file and fills the fields below
+  // The header against its task (vocabulary, length, split) and every record against the
+  // vocabulary: a valid checksum does not make a hand-made file's tokens valid.
+  void check_contents() const;
 
   std::string path_, spec_, split_;
   const uint8_t* map_ = nullptr;   // (size_,) the whole file

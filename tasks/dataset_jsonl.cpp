@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "tasks/atomic_output.h"
+#include "core/io.h"
 #include "tasks/dataset_file.h"
 
 namespace pb {

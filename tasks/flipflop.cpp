@@ -1,11 +1,11 @@
-// Flip-flop language (Liu et al. 2023; paper-spec.md §4.1): (instruction, bit) pairs, first w,
+// Flip-flop language (Liu et al. 2023; docs/tasks-sources.md): (instruction, bit) pairs, first w,
 // last r; the bit after r repeats the bit of the most recent w. Hot path of `gen`: one 32-bit draw
 // per instruction (exact thresholds at 2^-32 resolution), one draw per 32 bits, no allocation.
 #include <array>
 #include <cmath>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 
 namespace pb {

@@ -7,7 +7,7 @@
 #include <map>
 #include <numeric>
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 

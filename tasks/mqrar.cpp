@@ -1,10 +1,11 @@
-// MQRAR-N (paper-spec.md §4.3, the INFERENCE generator): a stream of len/2 assignments "key value"
+// MQRAR-N (docs/tasks-sources.md: our reading of the paper): a stream of len/2 assignments "key value"
 // with uniform keys and values; at each key with ≥ n_back earlier assignments the target is the
 // value of its n_back-th most recent earlier assignment. Keys are tokens 0..n_keys-1, values
 // n_keys..n_keys+n_values-1.
 #include <array>
 
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 
 namespace pb {
@@ -18,6 +19,12 @@ class Mqrar final : public Task {
     n_keys_ = static_cast<int>(spec_int_in(spec, "n_keys", 1, 1 << 20));
     n_values_ = static_cast<int>(spec_int_in(spec, "n_values", 1, (1 << 24) - n_keys_));
     n_back_ = static_cast<int>(spec_int_in(spec, "n_back", 1, 1 << 10));
+    if (n_back_ >= len_ / 2)  // a key needs n_back earlier assignments before it is scored
+      fail("task 'mqrar': n_back={} scores nothing with len={} ({} assignments); len must be >= {}", n_back_, len_,
+           len_ / 2, 2 * (n_back_ + 1));
+    if (int64_t(n_keys_) * n_back_ > (1 << 24))
+      fail("task 'mqrar': n_keys × n_back = {} values per example's history; at most {}", int64_t(n_keys_) * n_back_,
+           1 << 24);
     stream_ = {stream_id("train"), stream_id("val")};
   }
 

@@ -3,7 +3,7 @@
 // and keys are pb::Errors listing the valid ones).
 #include <fmt/format.h>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "tasks/builtin.h"
 
 namespace pb {

@@ -1,6 +1,6 @@
 #include "tasks/task.h"
 
-#include "kernels/error.h"
+#include "core/error.h"
 
 namespace pb {
 

@@ -1,5 +1,5 @@
 // A task generates example `index` of split `split` from `seed` with the counter-based RNG
-// (kernels/rng.h), so any thread or shard can produce any example, identically.
+// (core/rng.h), so any thread or shard can produce any example, identically.
 // An example is three aligned arrays of length seq_len():
 //   input[t]  token id read at position t
 //   target[t] token the model must output after reading input[0..t], or -1 where there is none
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/spec.h"
+#include "core/spec.h"
 
 namespace pb {
 

@@ -1,4 +1,4 @@
-// Group word problems (Merrill, Petty, Sabharwal 2024; paper-spec.md §4.2): read group elements
+// Group word problems (Merrill, Petty, Sabharwal 2024; docs/tasks-sources.md): read group elements
 // g_1..g_T, output the prefix product p_t = g_t ∘ p_{t-1} (p_0 = e) at every position.
 // Split membership is a pure function of the sequence (XXH3 of its ids h: val iff h % 5 == 0,
 // test iff h % 5 == 1, else train; 3/5 train, 1/5 each for selection and the held-out report);
@@ -8,8 +8,8 @@
 
 #include <array>
 
-#include "kernels/error.h"
-#include "kernels/rng.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "tasks/builtin.h"
 #include "tasks/groups.h"
 

@@ -1,16 +1,23 @@
 // Shared by the tests that touch files or run the built binary: a scratch directory removed at
-// the end of the test case, one kept for inspection after a failure, and `pathbench <args>` run through the shell with its exit status,
-// stdout and stderr captured.
+// the end of the test case, one kept for inspection after a failure, `pathbench <args>` run through
+// the shell with its exit status, stdout and stderr captured, and `pathbench` started in the
+// background (spawn) for the tests that signal or race it.
 #pragma once
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 
 namespace pb::test {
 
@@ -45,6 +52,57 @@ inline RunResult run_pathbench(const std::string& args) {
   const std::string out = capture.file("stdout.txt"), err = capture.file("stderr.txt");
   const int status = std::system(fmt::format("'{}' {} >'{}' 2>'{}'", PATHBENCH_EXE, args, out, err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+struct Child {
+  pid_t pid;
+  int status = -1;
+};
+
+// Starts `pathbench <args>` with stdout and stderr into `log` and the stop signals at their defaults.
+inline Child spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  std::vector<char*> argv;
+  std::vector<std::string> all = {PATHBENCH_EXE};
+  all.insert(all.end(), args.begin(), args.end());
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::FILE* f = std::fopen(log.c_str(), "w");
+    ::dup2(::fileno(f), 1);
+    ::dup2(::fileno(f), 2);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return {pid};
+}
+
+// The exit status, or 128 + the signal that ended it (as a shell shows it).
+inline int wait_exit(Child& c) {
+  ::waitpid(c.pid, &c.status, 0);
+  return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+}
+
+// The pid of a child process of `parent` (a running `train`), polling up to 60 s.
+inline pid_t find_child(pid_t parent) {
+  for (int tries = 0; tries < 60000; ++tries) {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string stat;
+      try {
+        stat = read_file((e.path() / "stat").string());
+      } catch (const Error&) {
+        continue;
+      }
+      int ppid = 0;
+      std::sscanf(stat.c_str() + stat.rfind(')') + 2, "%*c %d", &ppid);
+      if (ppid == parent) return std::stoi(name);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return 0;
 }
 
 // A sweep of four short flip-flop runs (rope and path, seeds 0 and 1) named `name`, for the

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cuda/buffer.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/buffer.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::test {
 

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "kernels/device.h"
+#include "core/device.h"
 
 int main(int argc, char** argv) {
   if (pb::cuda_device_count() == 0) {

@@ -1,6 +1,6 @@
-// RoPE, softmax attention (with the FoX gate) and stick-breaking attention on the CPU: naive double
-// references written here with plain loops, central finite differences, invariants, float against
-// double, extreme inputs and thread-count independence.
+// RoPE, softmax attention (with the FoX gate and the bias table) and stick-breaking attention on the
+// CPU: naive double references written here with plain loops, central finite differences,
+// invariants, float against double, extreme inputs and thread-count independence.
 // Tolerances: forward against the naive references 1e-12 (double); finite differences rtol 1e-5
 // (check_gradient's criterion, all entries for T ≤ 7, 300 spread-out entries for T = 63); float
 // against double rel RMS 1e-5 (forward) and 1e-4 (gradients).
@@ -55,12 +55,13 @@ size_t fd_entries(const AttnShape& s, size_t n) { return s.T <= 7 ? n : 300; }
 struct Inputs {
   std::vector<double> q, k, v, dout;  // (B, T, H, D)
   std::vector<double> log_f;          // (B, T, H), empty without a gate
+  std::vector<double> bias;           // (H, T), empty without a bias table
 };
 
 Inputs make_inputs(const AttnShape& s, uint64_t seed, bool gate) {
   const size_t n = n_elems(s);
   Inputs in{test::randn(n, seed), test::randn(n, seed + 1), test::randn(n, seed + 2),
-            test::randn(n, seed + 3), {}};
+            test::randn(n, seed + 3), {}, {}};
   if (gate) in.log_f = test::randu(n_scalars(s), seed + 4, -1.0, 0.0);
   return in;
 }
@@ -83,27 +84,30 @@ std::vector<S> run_rope(const AttnShape& s, const std::vector<double>& x, bool b
 
 template <class S>
 struct SoftmaxResult {
-  std::vector<S> o, lse, dq, dk, dv, dlog_f;
+  std::vector<S> o, lse, dq, dk, dv, dlog_f, dbias;
 };
 
 template <class S>
 SoftmaxResult<S> run_softmax(const AttnShape& s, const Inputs& in, bool backward) {
   const SoftmaxAttentionArgs args{s, default_scale(s)};
   const auto q = cast<S>(in.q), k = cast<S>(in.k), v = cast<S>(in.v), log_f = cast<S>(in.log_f);
+  const auto table = cast<S>(in.bias);
   const S* gate = log_f.empty() ? nullptr : log_f.data();
+  const S* bias = table.empty() ? nullptr : table.data();
   SoftmaxResult<S> r;
   r.o.resize(n_elems(s));
   r.lse.resize(n_scalars(s));
-  softmax_attention_forward(r.o.data(), r.lse.data(), q.data(), k.data(), v.data(), gate, args);
+  softmax_attention_forward(r.o.data(), r.lse.data(), q.data(), k.data(), v.data(), gate, args, bias);
   if (!backward) return r;
   const auto dout = cast<S>(in.dout);
   r.dq.resize(n_elems(s));
   r.dk.resize(n_elems(s));
   r.dv.resize(n_elems(s));
   r.dlog_f.resize(log_f.size());
+  r.dbias.resize(table.size());
   softmax_attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), gate ? r.dlog_f.data() : nullptr,
                              dout.data(), r.o.data(), r.lse.data(), q.data(), k.data(), v.data(),
-                             gate, args);
+                             gate, args, bias ? r.dbias.data() : nullptr, bias);
   return r;
 }
 
@@ -186,6 +190,12 @@ Bias fox_bias(const AttnShape& s, const std::vector<double>& log_f) {
     for (int u = j + 1; u <= i; ++u) acc += log_f[at(s, b, u, h)];
     return acc;
   };
+}
+
+// The bias table's b_h(i − j), set to random values in `in`.
+Bias table_bias(const AttnShape& s, Inputs& in, uint64_t seed) {
+  in.bias = test::randn(size_t(s.H) * s.T, seed);
+  return [&s, &in](int, int h, int i, int j) { return in.bias[size_t(h) * s.T + (i - j)]; };
 }
 
 // A_ij = σ(z_ij) ∏_{j<l<i} (1 − σ(z_il)),  o_i = Σ_{j<i} A_ij v_j + (1 − Σ_{j<i} A_ij) v_i.
@@ -301,6 +311,12 @@ TEST_CASE("softmax attention matches the naive reference", "[softmax]") {
     std::fill(in.log_f.begin(), in.log_f.end(), -m);
     return [m](int, int, int i, int j) { return -m * (i - j); };
   });
+  check_softmax_forward("bias table", false,
+                        [](const AttnShape& s, Inputs& in) { return table_bias(s, in, 11); });
+  check_softmax_forward("FoX gate and bias table", true, [](const AttnShape& s, Inputs& in) -> Bias {
+    const Bias fox = fox_bias(s, in.log_f), table = table_bias(s, in, 12);
+    return [fox, table](int b, int h, int i, int j) { return fox(b, h, i, j) + table(b, h, i, j); };
+  });
 }
 
 TEST_CASE("FoX gate with log_f = 0 equals no gate", "[softmax]") {
@@ -320,9 +336,11 @@ TEST_CASE("FoX gate with log_f = 0 equals no gate", "[softmax]") {
 TEST_CASE("softmax attention gradients match finite differences", "[softmax]") {
   const ThreadCount one_thread(1);
   for (const AttnShape& s : kGradShapes) {
-    for (const bool gate : {false, true}) {
-      INFO(describe(s) << (gate ? " with gate" : " no gate"));
+    for (const int hooks : {0, 1, 2, 3}) {  // bit 0: gate, bit 1: bias table
+      const bool gate = hooks & 1, bias = hooks & 2;
+      INFO(describe(s) << (gate ? " with gate" : " no gate") << (bias ? ", bias table" : ""));
       Inputs in = make_inputs(s, 50, gate);
+      if (bias) table_bias(s, in, 51);
       const auto g = run_softmax<double>(s, in, true);
       auto loss = [&] { return dot(run_softmax<double>(s, in, false).o, in.dout); };
       const size_t n = fd_entries(s, in.q.size());
@@ -330,6 +348,9 @@ TEST_CASE("softmax attention gradients match finite differences", "[softmax]") {
       check_gradient("k", in.k, g.dk, loss, 1e-5, n);
       check_gradient("v", in.v, g.dv, loss, 1e-5, n);
       if (gate) check_gradient("log_f", in.log_f, g.dlog_f, loss, 1e-5, fd_entries(s, in.log_f.size()));
+      // a table entry's gradient sums a whole diagonal of small terms: against the rounding of the
+      // loss (~1e-13 at T = 63) a larger step and the 4-point stencil
+      if (bias) check_gradient("bias", in.bias, g.dbias, loss, 1e-5, in.bias.size(), 1e-4, true);
     }
   }
 }

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <ctime>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "runners/bootstrap.h"
 
 using pb::HistMetric;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 #include "kernels/ops.h"
 #include "tests/check.h"
 #include "tests/cuda_check.h"

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <vector>
 
-#include "kernels/device.h"
+#include "core/device.h"
 #include "cli.h"
 
 namespace fs = std::filesystem;

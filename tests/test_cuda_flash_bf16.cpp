@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "kernels/cuda/attention_bf16.h"
-#include "kernels/cuda/runtime.h"
-#include "kernels/error.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "tests/check.h"
 #include "tests/cuda_check.h"

@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cuda/runtime.h"
-#include "kernels/rng.h"
-#include "kernels/safetensors.h"
+#include "core/cuda/runtime.h"
+#include "core/rng.h"
+#include "core/safetensors.h"
 #include "runners/train_step.h"
 #include "tests/check.h"
 #include "tests/cli.h"
@@ -39,17 +39,14 @@ Batch random_batch(int B, int T, int V, uint64_t seed) {
   return b;
 }
 
-std::string spec_of(const std::string& name) {
-  return name == "path" || name == "path_fox" ? name + ":w_rank=8" : name;
-}
-
 }  // namespace
 
 TEST_CASE("every encoding: CUDA model loss and gradients match the CPU model", "[cuda][model]") {
   const int B = 3, T = 37, V = 11;
   for (const auto& entry : encodings()) {
+    if (!entry.info.cuda) continue;  // CPU only: the CUDA engine refuses it
     for (const int heads : {1, 2}) {  // head dims 64 and 32
-      const ModelConfig cfg{V, 2, 64, heads, 96, spec_of(entry.schema.name)};
+      const ModelConfig cfg{V, 2, 64, heads, 96, test_spec(entry)};
       INFO(cfg.pe << " heads " << heads);
       Transformer<Cpu32> cpu(cfg, 7);
       Transformer<CudaEngine> gpu(cfg, 7);
@@ -71,7 +68,8 @@ TEST_CASE("every encoding: CUDA model loss and gradients match the CPU model", "
   }
 }
 
-TEST_CASE("every encoding but sba: CUDA model at precision bf16 near the double CPU model", "[cuda][model][bf16]") {
+TEST_CASE("every encoding with bf16 kernels: CUDA model at precision bf16 near the double CPU model",
+          "[cuda][model][bf16]") {
   struct RestorePrecision {  // even when a REQUIRE throws
     cuda::Precision saved = cuda::precision();
     ~RestorePrecision() { cuda::set_precision(saved); }
@@ -82,9 +80,9 @@ TEST_CASE("every encoding but sba: CUDA model at precision bf16 near the double 
     const RestorePrecision restore;
     cuda::set_precision(cuda::Precision::BF16);
     for (const auto& entry : encodings()) {
-      if (entry.schema.name == "sba") continue;  // stick-breaking has no bf16 kernel: it stays fp32
+      if (!entry.info.cuda || !entry.info.bf16) continue;  // no bf16 kernel (sba): it stays fp32
       for (const int heads : {1, 2}) {  // head dims 64 and 32
-        const ModelConfig cfg{V, 2, 64, heads, 96, spec_of(entry.schema.name)};
+        const ModelConfig cfg{V, 2, 64, heads, 96, test_spec(entry)};
         INFO(cfg.pe << " heads " << heads);
         Transformer<CudaEngine> gpu(cfg, 7);
         Transformer<Cpu64> cpu(cfg, 7);
@@ -119,7 +117,8 @@ TEST_CASE("every encoding but sba: CUDA model at precision bf16 near the double 
 TEST_CASE("every encoding: 20 training steps on CUDA (graph replay) follow the CPU losses", "[cuda][model][train]") {
   const int B = 4, T = 33, V = 9, steps = 20;
   for (const auto& entry : encodings()) {
-    const ModelConfig cfg{V, 2, 64, 2, 128, spec_of(entry.schema.name)};
+    if (!entry.info.cuda) continue;
+    const ModelConfig cfg{V, 2, 64, 2, 128, test_spec(entry)};
     INFO(cfg.pe);
     Transformer<Cpu32> cpu(cfg, 3);
     Transformer<CudaEngine> gpu(cfg, 3);
@@ -152,10 +151,11 @@ TEST_CASE("cli: attention --device cuda matches --device cpu --dtype f64 for eve
   const TensorMap in = {{"q", {"F32", s4, test::randn(n4, 1)}},  {"k", {"F32", s4, test::randn(n4, 2)}},
                         {"v", {"F32", s4, test::randn(n4, 3)}},  {"do", {"F32", s4, test::randn(n4, 4)}},
                         {"w", {"F32", s4, w}},                   {"beta", {"F32", s3, test::randu(n3, 6, 0, 2)}},
-                        {"log_f", {"F32", s3, log_f}}};
+                        {"log_f", {"F32", s3, log_f}},           {"bias", {"F32", {H, T}, test::randn(size_t(H * T), 8)}}};
   const std::string in_path = tmp.file("in.safetensors");
   write_safetensors(in_path, in, {});
   for (const auto& entry : encodings()) {
+    if (!entry.info.cuda) continue;
     const std::string& pe = entry.schema.name;
     INFO(pe);
     const std::string cpu = tmp.file(pe + "_cpu.safetensors"), gpu = tmp.file(pe + "_gpu.safetensors");

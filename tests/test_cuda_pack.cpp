@@ -14,7 +14,7 @@
 #include <map>
 #include <sstream>
 
-#include "kernels/io.h"
+#include "core/io.h"
 #include "models/position/position_encoding.h"
 #include "tests/check.h"
 #include "tests/cli.h"

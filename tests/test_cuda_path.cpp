@@ -1,4 +1,4 @@
-// GPU tests of PaTH attention (kernels/cuda/path_attention.cu): the CUDA float forward and backward
+// GPU tests of PaTH attention (kernels/cuda/path_*.cu, path_launch.cu): the CUDA float forward and backward
 // against the CPU reference (kernels/cpu/path_attention.cpp) in double on the same inputs, and
 // β = 0 against the CPU softmax attention reference in double. Outputs are NaN-poisoned first, so
 // an element the kernels forget fails. The backward gets the GPU's own o and lse, as in training.

@@ -1,8 +1,8 @@
-// GPU tests of the bf16 PaTH kernels (kernels/cuda/path_attention_bf16.cu) against the CPU
+// GPU tests of the bf16 PaTH kernels (kernels/cuda/path_bf16_*.cu) against the CPU
 // reference in double (kernels/cpu/path_attention.cpp) given the same inputs: q, k, v and dout
 // rounded to bf16, w, β, log_f rounded to float, so the error measured is the kernels' own.
 // Tolerances are the accuracy of the paper authors' Triton kernel measured the same way
-// (../shared/docs/targets.md, relative RMS at bf16): o 2.7e-3, dq, dk, dv 4e-3, dw, dβ 6.8e-3;
+// (docs/anchors.md, relative RMS at bf16): o 2.7e-3, dq, dk, dv 4e-3, dw, dβ 6.8e-3;
 // dlog_f gets dβ's, lse (fp32) 1e-3. Outputs are NaN-poisoned first.
 #include <cmath>
 #include <cstdio>
@@ -113,7 +113,7 @@ TEST_CASE("bf16 PaTH matches the float64 reference within the Triton kernel's ac
 
 // dq at D = 128 without the gate sits at its target: on the draw of seed 9050 it measured 4.08e-3
 // (4.02e-3 with the UT arithmetic in 3xTF32, so the bf16 scan's), over 4e-3; the reference
-// kernel itself measures "~4e-3" (path-kernel.md §13). kernels/dev/path_bf16_notes.md.
+// kernel itself measures "~4e-3" (docs/anchors.md). kernels/dev/path_bf16_notes.md.
 TEST_CASE("bf16 PaTH on long sequences with beta in (1.5, 2), as the reference kernel's tests", "[cuda]") {
   uint64_t seed = 9000;
   for (int D : {64, 128, 32})

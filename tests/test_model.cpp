@@ -1,9 +1,14 @@
 // The model layer: every registered position encoding (walked from the registry, so a new one is
-// tested without new test code) and the whole transformer, against central finite differences in
-// double; plus float/double agreement.
+// tested without new test code, with the small spec its entry names) and the whole transformer,
+// against central finite differences in double; plus float/double agreement, and `pathbench
+// attention` on the inputs each entry declares.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "check.h"
+#include "cli.h"
+#include "core/safetensors.h"
 #include "models/position/position_encoding.h"
 #include "models/transformer.h"
 
@@ -47,6 +52,18 @@ struct LayerCase {
   }
 };
 
+// Random values for an attention input of the shape (B, T, H[, D]) or (H, T) it has.
+std::vector<double> random_input(AttnInput i, int B, int T, int H, int D, uint64_t seed) {
+  const size_t n3 = size_t(B) * T * H;
+  switch (i) {
+    case AttnInput::W: return test::unit_rows(test::randn(n3 * D, seed), D);
+    case AttnInput::Beta: return test::randu(n3, seed, 0, 2);
+    case AttnInput::LogF: return test::randu(n3, seed, -1, 0);
+    case AttnInput::Bias: return test::randn(size_t(H) * T, seed);
+  }
+  return {};
+}
+
 }  // namespace
 
 TEST_CASE("every position encoding: gradients match finite differences", "[model][gradcheck]") {
@@ -55,9 +72,7 @@ TEST_CASE("every position encoding: gradients match finite differences", "[model
   };
   for (const Shape s : {Shape{2, 7, 3, 8}, Shape{1, 1, 1, 8}, Shape{1, 9, 2, 50}}) {
     for (const auto& entry : encodings()) {
-      const std::string spec = entry.schema.name == "path" || entry.schema.name == "path_fox"
-                                   ? entry.schema.name + ":block=4,w_rank=3"
-                                   : entry.schema.name;
+      const std::string spec = test_spec(entry);
       DYNAMIC_SECTION(spec << " B=" << s.B << " T=" << s.T << " H=" << s.H << " D=" << s.D) {
         LayerCase c(spec, s.B, s.T, s.H, s.D, 42);
         std::vector<const double*> p;
@@ -85,7 +100,7 @@ TEST_CASE("whole model: gradients of the loss match finite differences", "[model
   for (const auto& entry : encodings()) {
     const std::string name = entry.schema.name;
     DYNAMIC_SECTION(name) {
-      const std::string spec = name == "path" || name == "path_fox" ? name + ":block=3,w_rank=4" : name;
+      const std::string spec = test_spec(entry);
       Transformer<Cpu64> model({7, 2, 16, 2, 24, spec}, 3);
       auto& P = model.params;
       for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
@@ -129,5 +144,69 @@ TEST_CASE("whole model: float agrees with double", "[model]") {
       mf.backward();
       CHECK(test::rel_rms(mf.params.grads, md.params.grads) < 1e-4);
     }
+  }
+}
+
+TEST_CASE("every position encoding: on given attention inputs, gradients match finite differences",
+          "[model][gradcheck]") {
+  const int B = 2, T = 7, H = 2, D = 8;
+  const size_t n4 = size_t(B) * T * H * D;
+  for (const auto& entry : encodings()) {
+    const std::string spec = test_spec(entry);
+    DYNAMIC_SECTION(spec) {
+      auto pe = make_encoding<Cpu64>(spec);
+      std::vector<double> q = test::randn(n4, 1), k = test::randn(n4, 2), v = test::randn(n4, 3);
+      const std::vector<double> dout = test::randn(n4, 4);
+      std::vector<std::vector<double>> given, dgiven;
+      for (AttnInput i : entry.info.inputs) given.push_back(random_input(i, B, T, H, D, 10 + given.size()));
+      std::vector<const double*> gp;
+      std::vector<double*> dgp;
+      for (auto& g : given) gp.push_back(g.data()), dgiven.emplace_back(g.size());
+      for (auto& g : dgiven) dgp.push_back(g.data());
+      const AttnInputs<double> in{B, T, {0, H, D}, nullptr, q.data(), k.data(), v.data(), {}, gp};
+      std::vector<double> out(n4), dq(n4), dk(n4), dv(n4);
+      pe->forward(out.data(), in);
+      pe->backward({out.data(), dout.data(), nullptr, dq.data(), dk.data(), dv.data(), {}, dgp}, in);
+      auto loss = [&] {
+        std::vector<double> o(n4);
+        pe->forward(o.data(), in);
+        return test::dot(o, dout);
+      };
+      check_gradient(spec + " dq", q, dq, loss);
+      check_gradient(spec + " dk", k, dk, loss);
+      check_gradient(spec + " dv", v, dv, loss);
+      for (size_t i = 0; i < given.size(); ++i)
+        check_gradient(spec + " d" + input_name(entry.info.inputs[i]), given[i], dgiven[i], loss);
+    }
+  }
+}
+
+TEST_CASE("cli attention: every encoding runs on the inputs its entry declares", "[model][cli]") {
+  const test::TempDir tmp("attention_registry");
+  const int64_t B = 2, T = 9, H = 2, D = 8;
+  const std::vector<int64_t> s4 = {B, T, H, D};
+  TensorMap in = {{"q", {"F64", s4, test::randn(size_t(B * T * H * D), 1)}},
+                  {"k", {"F64", s4, test::randn(size_t(B * T * H * D), 2)}},
+                  {"v", {"F64", s4, test::randn(size_t(B * T * H * D), 3)}},
+                  {"do", {"F64", s4, test::randn(size_t(B * T * H * D), 4)}}};
+  for (AttnInput i : {AttnInput::W, AttnInput::Beta, AttnInput::LogF, AttnInput::Bias}) {
+    std::vector<double> x = random_input(i, int(B), int(T), int(H), int(D), 5);
+    const std::vector<int64_t> shape = i == AttnInput::W      ? s4
+                                       : i == AttnInput::Bias ? std::vector<int64_t>{H, T}
+                                                              : std::vector<int64_t>{B, T, H};
+    in[input_name(i)] = Tensor{"F64", shape, std::move(x)};
+  }
+  const std::string in_path = tmp.file("in.safetensors");
+  write_safetensors(in_path, in, {});
+  for (const auto& entry : encodings()) {
+    const std::string out_path = tmp.file(entry.schema.name + ".safetensors");
+    const auto r = test::run_pathbench("attention --pe " + test_spec(entry) + " --dtype f64 --in " + in_path +
+                                       " --out " + out_path);
+    INFO(entry.schema.name << ": " << r.err);
+    REQUIRE(r.code == 0);
+    std::set<std::string> want = {"o", "dq", "dk", "dv"}, got;
+    for (AttnInput i : entry.info.inputs) want.insert(std::string("d") + input_name(i));
+    for (const auto& [name, t] : read_safetensors(out_path)) got.insert(name);
+    CHECK(got == want);
   }
 }

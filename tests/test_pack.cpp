@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "cli.h"
-#include "kernels/io.h"
+#include "core/io.h"
 #include "runners/trainer.h"
 
 namespace fs = std::filesystem;
@@ -108,8 +108,8 @@ TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending, and a rer
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  CHECK(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 2);
+  CHECK(WIFSIGNALED(status));  // ended by the signal after stopping its runs (docs/guarantees.md)
+  CHECK(WTERMSIG(status) == SIGTERM);
   const auto partial = results(out, "pk");
   CHECK(partial.size() < 4);
   for (const auto& [id, s] : partial) CHECK(s == expected.at(id));  // nothing recorded failed

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli.h"
-#include "kernels/io.h"
+#include "core/io.h"
 #include "runners/commands.h"
 #include "runners/csv.h"
 

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "cli.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
+#include "core/error.h"
+#include "core/io.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 
@@ -162,53 +162,10 @@ TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[swee
 
 namespace {
 
-struct Child {
-  pid_t pid;
-  int status = -1;
-};
-
-Child spawn(const std::vector<std::string>& args, const fs::path& log) {
-  std::vector<char*> argv;
-  std::vector<std::string> all = {PATHBENCH_EXE};
-  all.insert(all.end(), args.begin(), args.end());
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::FILE* f = std::fopen(log.c_str(), "w");
-    ::dup2(::fileno(f), 1);
-    ::dup2(::fileno(f), 2);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return {pid};
-}
-
-int wait_exit(Child& c) {
-  ::waitpid(c.pid, &c.status, 0);
-  return WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
-}
-
-// The pid of a child process of `parent` (a running `train`), polling up to 60 s.
-pid_t find_child(pid_t parent) {
-  for (int tries = 0; tries < 60000; ++tries) {
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      const std::string name = e.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string stat;
-      try {
-        stat = pb::read_file((e.path() / "stat").string());
-      } catch (const pb::Error&) {
-        continue;
-      }
-      int ppid = 0;
-      std::sscanf(stat.c_str() + stat.rfind(')') + 2, "%*c %d", &ppid);
-      if (ppid == parent) return std::stoi(name);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return 0;
-}
+using pb::test::Child;
+using pb::test::find_child;
+using pb::test::spawn;
+using pb::test::wait_exit;
 
 const std::string kE2eSweep = pb::test::small_sweep("e2e");
 

@@ -15,9 +15,9 @@
 #include <set>
 
 #include "cli.h"
-#include "kernels/error.h"
-#include "kernels/io.h"
-#include "kernels/spec.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/spec.h"
 #include "tasks/dataset_file.h"
 #include "tasks/task.h"
 
@@ -35,7 +35,7 @@ int first_mismatch(const std::vector<A>& a, const std::vector<B>& b) {
 
 const std::vector<std::string> kSpecs = {
     "flipflop", "flipflop:len=4", "flipflop:len=62,p_ignore=0.3", "wordproblem", "wordproblem:group=s5,len=7",
-    "wordproblem:group=a4xz5,len=1", "wordproblem:group=z60,len=63", "mqrar", "mqrar:n_keys=3,n_values=5,len=2,n_back=2",
+    "wordproblem:group=a4xz5,len=1", "wordproblem:group=z60,len=63", "mqrar", "mqrar:n_keys=3,n_values=5,len=6,n_back=2",
 };
 
 }  // namespace

@@ -10,10 +10,10 @@
 
 #include "check.h"
 #include "cli.h"
-#include "kernels/device.h"
-#include "kernels/io.h"
+#include "core/device.h"
+#include "core/io.h"
 #include "kernels/ops.h"
-#include "kernels/safetensors.h"
+#include "core/safetensors.h"
 #include "runners/trainer.h"
 
 using namespace pb;

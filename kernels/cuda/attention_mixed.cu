@@ -1,9 +1,10 @@
 // Attention at precision BF16 (runtime.h, `--precision bf16`): the fp32 entry points of
-// softmax_attention.cu and path_attention.cu call these when precision() == Precision::BF16. Each
+// softmax_attention.cu and path_launch.cu call these when precision() == Precision::BF16. Each
 // has the fp32 op's signature and semantics: it rounds q, k, v (and in the backward dout and o) to
 // bf16, runs the bf16 tensor-core op of attention_bf16.h, and widens o / dq / dk / dv back to fp32,
 // as PyTorch's bf16 autocast would around its attention. lse, w, β, log_f and their gradients are
-// fp32 throughout and are passed through untouched. o, saved by the forward as the widened bf16
+// fp32 throughout and are passed through untouched, and so are the bias table and its
+// gradient. o, saved by the forward as the widened bf16
 // result, rounds back to the same bf16 bits in the backward.
 //
 // The bf16 tensors live in scratch arena 1, because the bf16 ops use arena 0 themselves; like
@@ -16,7 +17,7 @@
 #include "kernels/cuda/attention_bf16.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
@@ -72,24 +73,26 @@ bool empty(const AttnShape& s) { return int64_t(s.B) * s.T * s.H == 0; }
 
 void softmax_attention_forward_mixed(float* o, float* lse, const float* q, const float* k,
                                      const float* v, const float* log_f,
-                                     const SoftmaxAttentionArgs& args) {
+                                     const SoftmaxAttentionArgs& args, const float* bias) {
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "softmax attention");
   const Forward16 t(q, k, v, numel(s));
-  flash_attention_bf16_forward(t.o, lse, t.q, t.k, t.v, log_f, args);
+  flash_attention_bf16_forward(t.o, lse, t.q, t.k, t.v, log_f, args, bias);
   from_bf16(o, t.o, numel(s));
 }
 
 void softmax_attention_backward_mixed(float* dq, float* dk, float* dv, float* dlog_f,
                                       const float* dout, const float* o, const float* lse,
                                       const float* q, const float* k, const float* v,
-                                      const float* log_f, const SoftmaxAttentionArgs& args) {
+                                      const float* log_f, const SoftmaxAttentionArgs& args,
+                                      float* dbias, const float* bias) {
   const AttnShape& s = args.shape;
   if (empty(s)) return;
   check_head_dim(s.D, "softmax attention");
   const Backward16 t(dout, o, q, k, v, numel(s));
-  flash_attention_bf16_backward(t.dq, t.dk, t.dv, dlog_f, t.dout, t.o, lse, t.q, t.k, t.v, log_f, args);
+  flash_attention_bf16_backward(t.dq, t.dk, t.dv, dlog_f, t.dout, t.o, lse, t.q, t.k, t.v, log_f, args,
+                                dbias, bias);
   t.widen(dq, dk, dv);
 }
 

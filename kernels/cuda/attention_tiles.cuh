@@ -23,10 +23,13 @@ namespace {
 constexpr int kThreads = 256;  // 16 × 16
 constexpr unsigned kFull = 0xffffffffu;
 
+// Queries or keys per tile for the padded head dim DP.
+constexpr int tile_rows(int DP) { return DP <= 128 ? 64 : 32; }
+
 // Tile geometry for the padded head dim DP.
 template <int DP>
 struct Tile {
-  static constexpr int BT = DP <= 128 ? 64 : 32;  // queries or keys per tile
+  static constexpr int BT = tile_rows(DP);        // queries or keys per tile
   static constexpr int RM = BT / 16;              // tile rows per thread
   static constexpr int RN = BT / 16;              // tile columns per thread
   static constexpr int NV = DP / 16;              // output-tile columns per thread

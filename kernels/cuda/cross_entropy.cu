@@ -61,8 +61,8 @@ __device__ void row_stats(const float* l, int V, float& mx, float& sum, int& arg
 // loss (N) = lse − l[target] = (max − l[target]) + log Σ exp(l − max), 0 when target < 0;
 // argmax (N) the lowest index of the row max (may be null)
 template <int kVec>
-__global__ void forward_kernel(float* loss, int32_t* argmax, const float* logits,
-                               const int32_t* targets, int V) {
+__global__ void cross_entropy_forward_kernel(float* loss, int32_t* argmax, const float* logits,
+                                             const int32_t* targets, int V) {
   const int n = blockIdx.x, t = targets[n];
   const float* l = logits + int64_t(n) * V;  // (V)
   float mx, sum;
@@ -77,8 +77,8 @@ __global__ void forward_kernel(float* loss, int32_t* argmax, const float* logits
 // dlogits (N, V) = (softmax(l) − onehot(target)) · scale[0], 0 on rows with target < 0;
 // softmax = exp(l − max) / Σ exp(l − max)
 template <int kVec>
-__global__ void backward_kernel(float* dlogits, const float* logits, const int32_t* targets, int V,
-                                const float* scale) {
+__global__ void cross_entropy_backward_kernel(float* dlogits, const float* logits, const int32_t* targets,
+                                              int V, const float* scale) {
   const int n = blockIdx.x, t = targets[n];
   const float* l = logits + int64_t(n) * V;  // (V)
   float* d = dlogits + int64_t(n) * V;       // (V)
@@ -135,9 +135,9 @@ void cross_entropy_forward(float* loss, int32_t* argmax, const float* logits,
   if (N == 0) return;
   const int threads = threads_for(V);
   if (V % 4 == 0 && aligned16(logits))
-    forward_kernel<4><<<N, threads, 0, stream()>>>(loss, argmax, logits, targets, V);
+    cross_entropy_forward_kernel<4><<<N, threads, 0, stream()>>>(loss, argmax, logits, targets, V);
   else
-    forward_kernel<1><<<N, threads, 0, stream()>>>(loss, argmax, logits, targets, V);
+    cross_entropy_forward_kernel<1><<<N, threads, 0, stream()>>>(loss, argmax, logits, targets, V);
   PB_LAUNCH_CHECK();
 }
 
@@ -146,9 +146,9 @@ void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* 
   if (N == 0) return;
   const int threads = threads_for(V);
   if (V % 4 == 0 && aligned16(logits) && aligned16(dlogits))
-    backward_kernel<4><<<N, threads, 0, stream()>>>(dlogits, logits, targets, V, scale);
+    cross_entropy_backward_kernel<4><<<N, threads, 0, stream()>>>(dlogits, logits, targets, V, scale);
   else
-    backward_kernel<1><<<N, threads, 0, stream()>>>(dlogits, logits, targets, V, scale);
+    cross_entropy_backward_kernel<1><<<N, threads, 0, stream()>>>(dlogits, logits, targets, V, scale);
   PB_LAUNCH_CHECK();
 }
 

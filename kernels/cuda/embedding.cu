@@ -16,8 +16,8 @@ namespace {
 
 // x (N, C): x[n, c] = table[tokens[n], c]
 template <int kVec>
-__global__ void forward_kernel(float* x, const int32_t* tokens, const float* table, int64_t n_packs,
-                               int C) {
+__global__ void embedding_forward_kernel(float* x, const int32_t* tokens, const float* table,
+                                         int64_t n_packs, int C) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_packs;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i * kVec, n = e / C, c = e % C;
@@ -27,8 +27,8 @@ __global__ void forward_kernel(float* x, const int32_t* tokens, const float* tab
 }
 
 // dtable (V, C): dtable[tokens[n], c] += dx[n, c]  (atomic)
-__global__ void backward_kernel(float* dtable, const float* dx, const int32_t* tokens,
-                                int64_t n_elems, int C) {
+__global__ void embedding_backward_kernel(float* dtable, const float* dx, const int32_t* tokens,
+                                          int64_t n_elems, int C) {
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n_elems;
        e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = e / C, c = e % C;
@@ -43,16 +43,17 @@ void embedding_forward(float* x, const int32_t* tokens, const float* table, int 
   const int64_t n = int64_t(N) * C;
   if (n == 0) return;
   if (C % 4 == 0 && aligned16(x) && aligned16(table))
-    forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(x, tokens, table, n / 4, C);
+    embedding_forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(x, tokens, table, n / 4,
+                                                                                      C);
   else
-    forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(x, tokens, table, n, C);
+    embedding_forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(x, tokens, table, n, C);
   PB_LAUNCH_CHECK();
 }
 
 void embedding_backward(float* dtable, const float* dx, const int32_t* tokens, int N, int C) {
   const int64_t n = int64_t(N) * C;
   if (n == 0) return;
-  backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dtable, dx, tokens, n, C);
+  embedding_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dtable, dx, tokens, n, C);
   PB_LAUNCH_CHECK();
 }
 

@@ -1,6 +1,6 @@
-// Causal softmax attention with the optional FoX gate on bf16 tensor cores: FlashAttention-2 with
-// mma.sync m16n8k16 (bf16 operands, fp32 accumulators; fragment layouts in mma.cuh), O(T·D) memory.
-//   s_ij = scale·q_i·k_j + (G_i − G_j)  (j ≤ i),  G_t = Σ_{u≤t} log_f_u,  o_i = Σ_j softmax_j(s_ij) v_j
+// Causal softmax attention with the optional FoX gate and bias table on bf16 tensor cores: FlashAttention-2
+// with mma.sync m16n8k16 (bf16 operands, fp32 accumulators; fragment layouts in mma.cuh), O(T·D) memory.
+//   s_ij = scale·q_i·k_j + (G_i − G_j) + b_h(i − j)  (j ≤ i),  G_t = Σ_{u≤t} log_f_u,  o_i = Σ_j A_ij v_j
 // Same math as softmax_attention.cu (fp32); the reference is kernels/cpu/softmax_attention.cpp.
 //
 // Tiles: 64 queries (32 in the backward at D = 128, for registers) × 64 keys; a CTA is 4 warps,
@@ -29,6 +29,8 @@
 // arithmetic, but not with δ from the bf16 o, and they cancel that error of the column sums:
 // dlog_f_u = Σ_{t≥u} dG_t = Σ_{i≥u, j<u} dS_ij only sees the pairs crossing u.) dlog_f by a
 // suffix scan in double.
+// Bias gradient db_h(r) = Σ_{i − j = r} dS_ij: per (key tile, query tile) the fp32 dS meet by shared
+// atomics in one slot per distance, then one global atomicAdd per distance (not bitwise reproducible).
 //
 // All launches on stream(), scratch() only: capturable in a CUDA graph.
 #include <cuda_bf16.h>
@@ -44,8 +46,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gate_scan.cuh"
 #include "kernels/cuda/mma.cuh"
-#include "kernels/cuda/runtime.h"
-#include "kernels/error.h"
+#include "core/cuda/runtime.h"
+#include "core/error.h"
 
 namespace pb::cuda {
 namespace {
@@ -122,12 +124,13 @@ __device__ __forceinline__ void mma_tile(float (&c)[N / 8][4], const A& a, const
 //   acc_i ← acc_i·2^{m_old − m_i} + Σ_j 2^{x_ij − m_i} v_j
 template <int D, bool kGate>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(uint16_t* __restrict__ o,        // (B, T, H, D)
+    flash_fwd_bf16_kernel(uint16_t* __restrict__ o,        // (B, T, H, D)
                    float* __restrict__ lse,         // (B, T, H)
                    const uint16_t* __restrict__ q,  // (B, T, H, D)
                    const uint16_t* __restrict__ k,  // (B, T, H, D)
                    const uint16_t* __restrict__ v,  // (B, T, H, D)
                    const double* __restrict__ G,    // (B, T, H), kGate only
+                   const float* __restrict__ bias,  // (H, T) or null
                    int T, int H, float scale_log2) {
   constexpr int LD = D + 8;
   extern __shared__ uint4 smem[];
@@ -140,6 +143,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int r0 = q0 + 16 * warp;  // the warp's first row
   const int n_kt = (min(q0 + kBQ, T) - 1) / kBK + 1;
+  const float* bias_h = bias ? bias + int64_t(blockIdx.x % H) * T : nullptr;  // (T) or null
 
   float gi[2] = {0.f, 0.f};  // (G_i − G_q0)·log2e of rows g, g + 8
   if constexpr (kGate)
@@ -184,8 +188,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int e = 0; e < 4; ++e) a[e] = qa[kk][e];
       }, skt, LD);
-      // x_ij = s_ij·scale·log2e + (G_i − G_j)·log2e, −∞ for j > i (c[n][e]: row g + 8·(e / 2),
-      // key k0 + 8n + 2t + e % 2)
+      // x_ij = s_ij·scale·log2e + (G_i − G_j)·log2e (+ b_h(i − j)·log2e), −∞ for j > i (c[n][e]:
+      // row g + 8·(e / 2), key k0 + 8n + 2t + e % 2)
       const bool diag = k0 + kBK - 1 > r0;
       float mx[2] = {m[0], m[1]};
 #pragma unroll
@@ -195,6 +199,7 @@ __global__ void __launch_bounds__(kThreads)
           const int jj = 8 * n + 2 * t + e % 2;
           float x = s[n][e] * scale_log2;
           if constexpr (kGate) x += gi[e / 2] - sg[st * kBK + jj];
+          if (bias_h) x += bias_h[min(max(r0 + g + 8 * (e / 2) - k0 - jj, 0), T - 1)] * kLog2e;
           if (diag && k0 + jj > r0 + g + 8 * (e / 2)) x = -INFINITY;
           s[n][e] = x;
           mx[e / 2] = fmaxf(mx[e / 2], x);
@@ -260,7 +265,7 @@ constexpr int kBwdBQ = D <= 64 ? 64 : 32;
 //   dq_acc_i += Σ_j dS_ij k_j,  row_i += Σ_j dS_ij (kGate)  (atomic; dq = scale·dq_acc later)
 template <int D, bool kGate>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(uint16_t* __restrict__ dk,          // (B, T, H, D)
+    flash_bwd_bf16_kernel(uint16_t* __restrict__ dk,          // (B, T, H, D)
                     uint16_t* __restrict__ dv,          // (B, T, H, D)
                     float* __restrict__ dq_acc,         // (B, T, H, D) +=
                     float* __restrict__ row,            // (B, T, H) +=, kGate only
@@ -272,8 +277,10 @@ __global__ void __launch_bounds__(kThreads)
                     const float* __restrict__ lse,      // (B, T, H)
                     const float* __restrict__ delta,    // (B, T, H)
                     const double* __restrict__ G,       // (B, T, H), kGate only
+                    const float* __restrict__ bias,     // (H, T) or null
+                    float* __restrict__ dbias,          // (H, T) +=, with bias
                     int T, int H, float scale_log2, float scale) {
-  constexpr int BQ = kBwdBQ<D>, LD = D + 8, LS = BQ + 8;
+  constexpr int BQ = kBwdBQ<D>, LD = D + 8, LS = BQ + 8, NR = BQ + kBK - 1;
   extern __shared__ uint4 smem[];
   uint16_t* sk = reinterpret_cast<uint16_t*>(smem);           // (kBK, LD) keys
   uint16_t* sv = sk + kBK * LD;                               // (kBK, LD) values
@@ -283,7 +290,10 @@ __global__ void __launch_bounds__(kThreads)
   float* slse = reinterpret_cast<float*>(sds + kBK * LS);     // (2, BQ) lse_i·log2e
   float* sdelta = slse + 2 * BQ;                              // (2, BQ) δ_i
   float* sg = sdelta + 2 * BQ;                                // (2, BQ) (G_i − G_k0)·log2e
+  float* sdb = sg + 2 * BQ;  // (NR) Σ dS_ij at i − j = q0 − k0 − (kBK − 1) + slot, with bias
   const Head at(T, H, D);
+  const float* bias_h = bias ? bias + int64_t(blockIdx.x % H) * T : nullptr;  // (T) or null
+  float* dbias_h = dbias ? dbias + int64_t(blockIdx.x % H) * T : nullptr;     // (T) or null
   const int k0 = blockIdx.y * kBK;
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int j0 = k0 + 16 * warp;  // the warp's first key
@@ -318,6 +328,7 @@ __global__ void __launch_bounds__(kThreads)
     if (qt + 1 < n_qt) load_q(qt + 1, st ^ 1);
     mma::cp_async_commit();
     mma::cp_async_wait<1>();  // K, V and query tile qt have landed
+    for (int r = threadIdx.x; dbias_h && r < NR; r += kThreads) sdb[r] = 0.f;
     __syncthreads();
     const uint16_t* sqt = sq + st * BQ * LD;
     const uint16_t* sdot = sdo + st * BQ * LD;
@@ -330,7 +341,7 @@ __global__ void __launch_bounds__(kThreads)
     float p[BQ / 8][4] = {};
     mma_tile<BQ, D, true>(
         p, [&](uint32_t(&a)[4], int kk) { mma::load_a(a, sk, LD, 16 * warp, 16 * kk); }, sqt, LD);
-    // Pᵀ_ji = 2^{s_ij·scale·log2e + (G_i − G_j)·log2e − lse_i·log2e}
+    // Pᵀ_ji = 2^{s_ij·scale·log2e + (G_i − G_j)·log2e (+ b_h(i − j)·log2e) − lse_i·log2e}
 #pragma unroll
     for (int n = 0; n < BQ / 8; ++n)
 #pragma unroll
@@ -338,6 +349,7 @@ __global__ void __launch_bounds__(kThreads)
         const int ii = 8 * n + 2 * t + e % 2, i = q0 + ii, j = j0 + g + 8 * (e / 2);
         float x = p[n][e] * scale_log2 - lse_t[ii];
         if constexpr (kGate) x += g_t[ii] - gj[e / 2];
+        if (bias_h) x += bias_h[min(max(i - j, 0), T - 1)] * kLog2e;
         p[n][e] = mask && (i < j || i >= T) ? 0.f : exp2f(x);
       }
     // dV += Pᵀ dO  (P rounded to bf16)
@@ -354,6 +366,14 @@ __global__ void __launch_bounds__(kThreads)
         ds[n][e] = p[n][e] * (ds[n][e] - delta_t[8 * n + 2 * t + e % 2]);
         if constexpr (kGate) cs[e / 2] += ds[n][e];
       }
+    // sdb[(i − q0) − (j − k0) + kBK − 1] += dS_ij (0 where masked)
+    if (dbias_h)
+#pragma unroll
+      for (int n = 0; n < BQ / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (ds[n][e] != 0.f)
+            atomicAdd(sdb + 8 * n + 2 * t + e % 2 - 16 * warp - g - 8 * (e / 2) + kBK - 1, ds[n][e]);
     // row_i += Σ_j dS_ij over the warp's keys: rows g, g + 8 (x[2n + c]: query 8n + 2t + c), then
     // the 8 lanes of a column (mma::column_sum8: lane 4g + t then holds flat indices (BQ/32)·g + k)
     if constexpr (kGate) {
@@ -380,6 +400,9 @@ __global__ void __launch_bounds__(kThreads)
         *reinterpret_cast<uint32_t*>(sds + (16 * warp + g + 8 * r) * LS + 8 * n + 2 * t) =
             mma::pack2<Bf16>(ds[n][2 * r], ds[n][2 * r + 1]);
     __syncthreads();
+    // db_h(r) += sdb[slot] for 0 ≤ r = q0 − k0 − (kBK − 1) + slot < T
+    for (int slot = threadIdx.x; dbias_h && slot < NR; slot += kThreads)
+      if (const int r = q0 - k0 - (kBK - 1) + slot; r >= 0 && r < T) atomicAdd(dbias_h + r, sdb[slot]);
 
     // dq_acc_i += Σ_j dS_ij k_j: warp w takes query rows 16·(w % RG) … +15 (RG = BQ / 16 row groups)
     // and the columns c0 … c0 + NC − 1 of its share, 64 (or fewer) at a time
@@ -427,7 +450,7 @@ __global__ void __launch_bounds__(kThreads)
 // Small kernels
 
 // δ_r = Σ_d o_rd dout_rd over n rows of D (bf16 in, fp32 sum): one warp per row.
-__global__ void delta_kernel(float* __restrict__ delta,             // (n)
+__global__ void flash_delta_bf16_kernel(float* __restrict__ delta,             // (n)
                              const __nv_bfloat162* __restrict__ o,  // (n, D / 2)
                              const __nv_bfloat162* __restrict__ dout,
                              int64_t n, int D) {
@@ -444,7 +467,7 @@ __global__ void delta_kernel(float* __restrict__ delta,             // (n)
 }
 
 // dq = scale·dq_acc in bf16, n elements.
-__global__ void dq_kernel(__nv_bfloat16* __restrict__ dq, const float* __restrict__ dq_acc, int64_t n,
+__global__ void flash_dq_bf16_kernel(__nv_bfloat16* __restrict__ dq, const float* __restrict__ dq_acc, int64_t n,
                           float scale) {
   const int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += step)
@@ -457,23 +480,23 @@ void set_smem(Kernel kernel, int bytes) {
 }
 
 template <int D>
-constexpr int forward_smem() {
+constexpr int forward_smem() {  // sq, sk, sv, sg
   return (kBQ + 4 * kBK) * (D + 8) * 2 + 2 * kBK * 4;
 }
 template <int D>
-constexpr int backward_smem() {
+constexpr int backward_smem() {  // sk, sv, sq, sdo, sds, slse, sdelta, sg, sdb
   constexpr int BQ = kBwdBQ<D>;
-  return (2 * kBK + 4 * BQ) * (D + 8) * 2 + kBK * (BQ + 8) * 2 + 3 * 2 * BQ * 4;
+  return (2 * kBK + 4 * BQ) * (D + 8) * 2 + kBK * (BQ + 8) * 2 + 3 * 2 * BQ * 4 + (BQ + kBK) * 4;
 }
 
 template <int D, bool kGate>
 void forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k, const bf16_bits* v,
-             const double* G, const SoftmaxAttentionArgs& args) {
+             const double* G, const float* bias, const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
   constexpr int bytes = forward_smem<D>();
-  set_smem(forward_kernel<D, kGate>, bytes);
+  set_smem(flash_fwd_bf16_kernel<D, kGate>, bytes);
   const dim3 grid(s.B * s.H, ceil_div(s.T, kBQ));
-  forward_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(o, lse, q, k, v, G, s.T, s.H,
+  flash_fwd_bf16_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(o, lse, q, k, v, G, bias, s.T, s.H,
                                                                 float(args.scale * kLog2eD));
   PB_LAUNCH_CHECK();
 }
@@ -481,14 +504,15 @@ void forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k, c
 template <int D, bool kGate>
 void backward(bf16_bits* dk, bf16_bits* dv, float* dq_acc, float* row, float* col,
               const bf16_bits* dout, const bf16_bits* q, const bf16_bits* k, const bf16_bits* v,
-              const float* lse, const float* delta, const double* G, const SoftmaxAttentionArgs& args) {
+              const float* lse, const float* delta, const double* G, const float* bias, float* dbias,
+              const SoftmaxAttentionArgs& args) {
   const AttnShape& s = args.shape;
   constexpr int bytes = backward_smem<D>();
-  set_smem(backward_kernel<D, kGate>, bytes);
+  set_smem(flash_bwd_bf16_kernel<D, kGate>, bytes);
   const dim3 grid(s.B * s.H, ceil_div(s.T, kBK));
-  backward_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(
-      dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G, s.T, s.H, float(args.scale * kLog2eD),
-      float(args.scale));
+  flash_bwd_bf16_kernel<D, kGate><<<grid, kThreads, bytes, stream()>>>(
+      dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G, bias, dbias, s.T, s.H,
+      float(args.scale * kLog2eD), float(args.scale));
   PB_LAUNCH_CHECK();
 }
 
@@ -507,7 +531,7 @@ void check_args(const AttnShape& s, std::initializer_list<const void*> tensors) 
 
 void flash_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, const bf16_bits* k,
                                   const bf16_bits* v, const float* log_f,
-                                  const SoftmaxAttentionArgs& args) {
+                                  const SoftmaxAttentionArgs& args, const float* bias) {
   const AttnShape& s = args.shape;
   check_args(s, {o, q, k, v});
   if (int64_t(s.B) * s.H * s.T == 0) return;
@@ -518,10 +542,7 @@ void flash_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, 
   }
   const auto run = [&](auto d) {
     constexpr int D = decltype(d)::value;
-    if (G)
-      forward<D, true>(o, lse, q, k, v, G, args);
-    else
-      forward<D, false>(o, lse, q, k, v, G, args);
+    (G ? forward<D, true> : forward<D, false>)(o, lse, q, k, v, G, bias, args);
   };
   switch (s.D) {
     case 32: run(std::integral_constant<int, 32>()); break;
@@ -533,7 +554,8 @@ void flash_attention_bf16_forward(bf16_bits* o, float* lse, const bf16_bits* q, 
 void flash_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, float* dlog_f,
                                    const bf16_bits* dout, const bf16_bits* o, const float* lse,
                                    const bf16_bits* q, const bf16_bits* k, const bf16_bits* v,
-                                   const float* log_f, const SoftmaxAttentionArgs& args) {
+                                   const float* log_f, const SoftmaxAttentionArgs& args, float* dbias,
+                                   const float* bias) {
   const AttnShape& s = args.shape;
   check_args(s, {dq, dk, dv, dout, o, q, k, v});
   if (int64_t(s.B) * s.H * s.T == 0) return;
@@ -549,26 +571,25 @@ void flash_attention_bf16_backward(bf16_bits* dq, bf16_bits* dk, bf16_bits* dv, 
   float* delta = dq_acc + n_sums + (log_f ? n : 0);  // (B, T, H)
 
   PB_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, n_sums * sizeof(float), stream()));
+  if (bias) PB_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * size_t(s.H) * s.T, stream()));
   // δ_i = dout_i·o_i
   constexpr int kRowsPerBlock = 8;
-  delta_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), 32 * kRowsPerBlock, 0, stream()>>>(
+  flash_delta_bf16_kernel<<<ceil_div(int64_t(n), kRowsPerBlock), 32 * kRowsPerBlock, 0, stream()>>>(
       delta, reinterpret_cast<const __nv_bfloat162*>(o), reinterpret_cast<const __nv_bfloat162*>(dout),
       int64_t(n), s.D);
   PB_LAUNCH_CHECK();
   if (log_f) gate_prefix(G, log_f, s);
   const auto run = [&](auto d) {
     constexpr int D = decltype(d)::value;
-    if (G)
-      backward<D, true>(dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G, args);
-    else
-      backward<D, false>(dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G, args);
+    (G ? backward<D, true> : backward<D, false>)(dk, dv, dq_acc, row, col, dout, q, k, v, lse, delta, G,
+                                                 bias, dbias, args);
   };
   switch (s.D) {
     case 32: run(std::integral_constant<int, 32>()); break;
     case 64: run(std::integral_constant<int, 64>()); break;
     default: run(std::integral_constant<int, 128>()); break;
   }
-  dq_kernel<<<std::min(ceil_div(int64_t(nd), 256), 4096), 256, 0, stream()>>>(
+  flash_dq_bf16_kernel<<<std::min(ceil_div(int64_t(nd), 256), 4096), 256, 0, stream()>>>(
       reinterpret_cast<__nv_bfloat16*>(dq), dq_acc, int64_t(nd), float(args.scale));
   PB_LAUNCH_CHECK();
   if (!log_f) return;

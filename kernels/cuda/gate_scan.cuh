@@ -16,10 +16,10 @@ constexpr int kScanThreads = 256;
 // x_t = a_t − c_t (c may be null). Chunks of 256 steps: warp scans, then the warps before.
 template <bool kSuffix, class Out>
 __global__ void __launch_bounds__(kScanThreads)
-    scan_kernel(Out* __restrict__ out,        // (B, T, H)
-                const float* __restrict__ a,  // (B, T, H)
-                const float* __restrict__ c,  // (B, T, H) or null
-                int T, int H) {
+    fox_gate_scan_kernel(Out* __restrict__ out,        // (B, T, H)
+                         const float* __restrict__ a,  // (B, T, H)
+                         const float* __restrict__ c,  // (B, T, H) or null
+                         int T, int H) {
   constexpr int kWarps = kScanThreads / 32;
   __shared__ double warp_total[kWarps];
   const int64_t base = int64_t(blockIdx.x / H) * T * H + blockIdx.x % H;
@@ -50,13 +50,13 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // G_t = Σ_{u≤t} log_f_u per (b, h), in double.
 void gate_prefix(double* G, const float* log_f, const AttnShape& s) {
-  scan_kernel<false, double><<<s.B * s.H, kScanThreads, 0, stream()>>>(G, log_f, nullptr, s.T, s.H);
+  fox_gate_scan_kernel<false, double><<<s.B * s.H, kScanThreads, 0, stream()>>>(G, log_f, nullptr, s.T, s.H);
   PB_LAUNCH_CHECK();
 }
 
 // dlog_f_u = Σ_{t≥u} dG_t with dG_t = row_t − col_t (Σ_j dS_tj − Σ_i dS_it), per (b, h).
 void gate_backward(float* dlog_f, const float* row, const float* col, const AttnShape& s) {
-  scan_kernel<true, float><<<s.B * s.H, kScanThreads, 0, stream()>>>(dlog_f, row, col, s.T, s.H);
+  fox_gate_scan_kernel<true, float><<<s.B * s.H, kScanThreads, 0, stream()>>>(dlog_f, row, col, s.T, s.H);
   PB_LAUNCH_CHECK();
 }
 

@@ -18,7 +18,7 @@ constexpr int kWarpMaxD = 1024;  // widest row handled by one warp
 // y (n_rows, D) = x / sqrt(‖x‖² + eps)
 template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(float* y, const float* x, int n_rows, int D, float eps) {
+    l2norm_forward_kernel(float* y, const float* x, int n_rows, int D, float eps) {
   __shared__ float smem[32];
   const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= n_rows) return;  // a whole warp (warp rows) or never (block rows)
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
 // dx (n_rows, D) = dy / s − x · (x·dy) / s³
 template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(float* dx, const float* dy, const float* x, int n_rows, int D, float eps) {
+    l2norm_backward_kernel(float* dx, const float* dy, const float* x, int n_rows, int D, float eps) {
   __shared__ float smem[32];
   const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= n_rows) return;
@@ -68,13 +68,13 @@ void l2norm_forward(float* y, const float* x, int n_rows, int D, double eps) {
   const dim3 grid(block ? n_rows : ceil_div(n_rows, kThreads / 32));
   const float e = float(eps);
   if (vec && block)
-    forward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
+    l2norm_forward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
   else if (vec)
-    forward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
+    l2norm_forward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
   else if (block)
-    forward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
+    l2norm_forward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
   else
-    forward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
+    l2norm_forward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(y, x, n_rows, D, e);
   PB_LAUNCH_CHECK();
 }
 
@@ -85,13 +85,13 @@ void l2norm_backward(float* dx, const float* dy, const float* x, int n_rows, int
   const dim3 grid(block ? n_rows : ceil_div(n_rows, kThreads / 32));
   const float e = float(eps);
   if (vec && block)
-    backward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
+    l2norm_backward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
   else if (vec)
-    backward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
+    l2norm_backward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
   else if (block)
-    backward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
+    l2norm_backward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
   else
-    backward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
+    l2norm_backward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(dx, dy, x, n_rows, D, e);
   PB_LAUNCH_CHECK();
 }
 

@@ -52,22 +52,29 @@ void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n)
 void beta_forward(float* beta, const float* z, int64_t n, double clip);
 void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip);
 
+// kerple_bias.cu
+void kerple_bias_forward(float* bias, const float* a1, const float* a2, int H, int T);
+void kerple_bias_backward(float* da1, float* da2, const float* dbias, const float* a1, const float* a2, int H,
+                          int T);
+
 // --- Attention -------------------------------------------------------------------------------
 // rope.cu
 void rope_forward(float* out, const float* in, const RopeArgs& args);
 void rope_backward(float* din, const float* dout, const RopeArgs& args);
 // softmax_attention.cu
 void softmax_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
-                               const float* log_f, const SoftmaxAttentionArgs& args);
+                               const float* log_f, const SoftmaxAttentionArgs& args,
+                               const float* bias = nullptr);
 void softmax_attention_backward(float* dq, float* dk, float* dv, float* dlog_f, const float* dout,
                                 const float* o, const float* lse, const float* q, const float* k,
-                                const float* v, const float* log_f, const SoftmaxAttentionArgs& args);
+                                const float* v, const float* log_f, const SoftmaxAttentionArgs& args,
+                                float* dbias = nullptr, const float* bias = nullptr);
 // stick_breaking.cu
 void stick_breaking_forward(float* o, const float* q, const float* k, const float* v,
                             const StickBreakingArgs& args);
 void stick_breaking_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
                              const float* k, const float* v, const StickBreakingArgs& args);
-// path_attention.cu
+// path_launch.cu (the stages in path_*.cu, kernels/cuda/README.md)
 void path_attention_forward(float* o, float* lse, const float* q, const float* k, const float* v,
                             const float* w, const float* beta, const float* log_f,
                             const PathAttentionArgs& args);

@@ -1,5 +1,6 @@
-// The parts of the fp32 PaTH kernels (path_attention.cu) that the bf16 kernels
-// (path_attention_bf16.cu) build on. Internal to kernels/cuda/.
+// The parts of the fp32 PaTH kernels (path_prep.cu, path_ut_backward.cu, driven by path_launch.cu)
+// that the bf16 kernels (path_bf16_forward.cu, path_bf16_backward.cu) build on. Internal to
+// kernels/cuda/.
 #pragma once
 #include <cuda_bf16.h>
 

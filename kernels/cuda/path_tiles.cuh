@@ -1,5 +1,6 @@
-// Register tiles of the fp32 PaTH kernels (path_attention.cu): an M × N product result held by
-// the 256 threads of a CTA, with one interface for two kinds of arithmetic.
+// Register tiles of the PaTH prep and UT backward (path_prep.cu, path_ut_backward.cu) and the fp32
+// scans: an M × N product result held by the 256 threads of a CTA, with one interface for two kinds
+// of arithmetic.
 //   Tile<M, N>     plain fp32 FFMA: the 16 × 16 threads each hold the elements
 //                  (ty + 16 i, tx + 16 j), ty = tid / 16, tx = tid % 16.
 //   TcTile<M, N, NW[, KU]>  TF32 tensor cores (mma.sync m16n8k8, fp32 accumulation): NW warps,
@@ -164,8 +165,8 @@ struct TcTile {
 // x rounded to TF32 as cvt.rna.tf32.f32 does (nearest, ties away from zero: + half an ulp of the
 // 10-bit mantissa, then the low 13 bits cleared), as a float: what a TC kernel stores in shared
 // memory for TcTile's products. Rounding once per stored value, not once per fragment load, keeps
-// the mma loops at loads and HMMA (cvt.rna alone was two instructions per operand element on sm_90:
-// a range test and an add). Plain fp32 kernels (TC = false) store x itself.
+// the mma loops at loads and HMMA (cvt.rna is two instructions per operand element on sm_90: a
+// range test and an add). Plain fp32 kernels (TC = false) store x itself.
 template <bool TC>
 __device__ __forceinline__ float tf32_operand(float x) {
   if constexpr (TC) return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);

@@ -9,7 +9,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
@@ -24,7 +24,7 @@ constexpr int kColThreads = 128;
 // y (N, C) = x · rstd · g,  rstd (N) = 1 / sqrt(Σ x² / C + eps)
 template <int kVec, bool kBlock>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(float* y, float* rstd, const float* x, const float* g, int N, int C, float eps) {
+    rmsnorm_forward_kernel(float* y, float* rstd, const float* x, const float* g, int N, int C, float eps) {
   __shared__ float smem[32];
   const RowGroup<kBlock, kThreads> grp;
   if (grp.row >= N) return;                    // a whole warp (warp rows) or never (block rows)
@@ -95,13 +95,13 @@ void rmsnorm_forward(float* y, float* rstd, const float* x, const float* g, int 
   const dim3 grid(block ? N : ceil_div(N, kThreads / 32));
   const float e = float(eps);
   if (vec && block)
-    forward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
+    rmsnorm_forward_kernel<4, true><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
   else if (vec)
-    forward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
+    rmsnorm_forward_kernel<4, false><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
   else if (block)
-    forward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
+    rmsnorm_forward_kernel<1, true><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
   else
-    forward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
+    rmsnorm_forward_kernel<1, false><<<grid, kThreads, 0, stream()>>>(y, rstd, x, g, N, C, e);
   PB_LAUNCH_CHECK();
 }
 

@@ -9,7 +9,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {

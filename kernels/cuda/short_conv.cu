@@ -12,7 +12,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/dense.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
@@ -23,8 +23,8 @@ constexpr int kColThreads = 128;  // channels per block in the backward
 
 // y (B·T, C) = silu(Σ_{k ≤ t, k < 3} a[k] ⊙ u[r−k])
 template <int kVec>
-__global__ void forward_kernel(float* y, const float* u, const float* a, int64_t n_packs, int T,
-                               int C) {
+__global__ void short_conv_forward_kernel(float* y, const float* u, const float* a, int64_t n_packs, int T,
+                                          int C) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_packs;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i * kVec, r = e / C;
@@ -41,8 +41,8 @@ __global__ void forward_kernel(float* y, const float* u, const float* a, int64_t
 
 // du (N, C) = Σ_{k: t+k < T} a[k] ⊙ dz[r+k],  dz = dy · σ(z)(1 + z(1 − σ(z)))
 // partial (n_chunks, 3, C): partial[chunk, k, c] = Σ_{r in chunk, t ≥ k} dz[r, c] · u[r−k, c]
-__global__ void backward_kernel(float* du, float* partial, const float* dy, const float* u,
-                                const float* a, int N, int T, int C) {
+__global__ void short_conv_backward_kernel(float* du, float* partial, const float* dy, const float* u,
+                                           const float* a, int N, int T, int C) {
   const int c = blockIdx.y * kColThreads + threadIdx.x, chunk = blockIdx.x;
   if (c >= C) return;
   const int r0 = chunk * kChunk, r1 = min(N, r0 + kChunk);
@@ -83,9 +83,9 @@ void short_conv_forward(float* y, const float* u, const float* a, int B, int T, 
   const int64_t n = int64_t(B) * T * C;
   if (n == 0) return;
   if (C % 4 == 0 && aligned16(y) && aligned16(u) && aligned16(a))
-    forward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(y, u, a, n / 4, T, C);
+    short_conv_forward_kernel<4><<<blocks_for(n / 4), kThreads, 0, stream()>>>(y, u, a, n / 4, T, C);
   else
-    forward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(y, u, a, n, T, C);
+    short_conv_forward_kernel<1><<<blocks_for(n), kThreads, 0, stream()>>>(y, u, a, n, T, C);
   PB_LAUNCH_CHECK();
 }
 
@@ -96,7 +96,7 @@ void short_conv_backward(float* du, float* da, const float* dy, const float* u, 
   const int n_chunks = ceil_div(N, kChunk), W = kShortConvWidth * C;
   float* partial =
       static_cast<float*>(scratch(sizeof(float) * size_t(n_chunks) * W));  // (n_chunks, 3, C)
-  backward_kernel<<<dim3(n_chunks, ceil_div(C, kColThreads)), kColThreads, 0, stream()>>>(
+  short_conv_backward_kernel<<<dim3(n_chunks, ceil_div(C, kColThreads)), kColThreads, 0, stream()>>>(
       du, partial, dy, u, a, N, T, C);
   PB_LAUNCH_CHECK();
   add_column_sums(da, partial, n_chunks, W);

@@ -21,7 +21,7 @@
 #include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/cuda/runtime.h"
+#include "core/cuda/runtime.h"
 
 namespace pb::cuda {
 namespace {
@@ -104,13 +104,13 @@ __device__ __forceinline__ float stick_grads(float (&dz)[RN], const float (&A)[R
 // δ_i = dout_i·o_i and rem_i are written instead.
 template <int DP, bool kDelta>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    forward_kernel(float* __restrict__ out,         // kDelta ? δ (B, T, H) : o (B, T, H, D)
-                   float* __restrict__ rem,         // (B, T, H), kDelta only
-                   const float* __restrict__ dout,  // (B, T, H, D), kDelta only
-                   const float* __restrict__ q,     // (B, T, H, D)
-                   const float* __restrict__ k,     // (B, T, H, D)
-                   const float* __restrict__ v,     // (B, T, H, D)
-                   int T, int H, int D, float scale) {
+    sba_forward_kernel(float* __restrict__ out,         // kDelta ? δ (B, T, H) : o (B, T, H, D)
+                       float* __restrict__ rem,         // (B, T, H), kDelta only
+                       const float* __restrict__ dout,  // (B, T, H, D), kDelta only
+                       const float* __restrict__ q,     // (B, T, H, D)
+                       const float* __restrict__ k,     // (B, T, H, D)
+                       const float* __restrict__ v,     // (B, T, H, D)
+                       int T, int H, int D, float scale) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
@@ -183,19 +183,19 @@ __device__ __forceinline__ int64_t carry_index(int bh, int kt, int n_tiles, int 
 }
 
 // Per query tile (blockIdx.y counted from the last), key tiles diagonal .. 0, saving the carries
-// at each tile (the sums over the keys right of it) for dkdv_kernel:
+// at each tile (the sums over the keys right of it) for sba_dkdv_kernel:
 //   dq_i = scale Σ_{l<i} dz_il k_l
 template <int DP>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    dq_kernel(float* __restrict__ dq,               // (B, T, H, D)
-              float* __restrict__ carry_sp,         // (B·H, tiles, T) Σ_{l right, l<i} softplus(z_il)
-              float* __restrict__ carry_g,          // (B·H, tiles, T) Σ_{j right, j<i} g_ij
-              const float* __restrict__ dout,       // (B, T, H, D)
-              const float* __restrict__ q,          // (B, T, H, D)
-              const float* __restrict__ k,          // (B, T, H, D)
-              const float* __restrict__ v,          // (B, T, H, D)
-              const float* __restrict__ delta,      // (B, T, H)
-              int T, int H, int D, float scale) {
+    sba_dq_kernel(float* __restrict__ dq,               // (B, T, H, D)
+                  float* __restrict__ carry_sp,         // (B·H, tiles, T) Σ_{l right, l<i} softplus(z_il)
+                  float* __restrict__ carry_g,          // (B·H, tiles, T) Σ_{j right, j<i} g_ij
+                  const float* __restrict__ dout,       // (B, T, H, D)
+                  const float* __restrict__ q,          // (B, T, H, D)
+                  const float* __restrict__ k,          // (B, T, H, D)
+                  const float* __restrict__ v,          // (B, T, H, D)
+                  const float* __restrict__ delta,      // (B, T, H)
+                  int T, int H, int D, float scale) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
@@ -256,21 +256,21 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
 }
 
 // Per key tile (blockIdx.y; the first ones have the most work), query tiles diagonal .. last, the
-// weights and dz recomputed with the carries of dq_kernel:
+// weights and dz recomputed with the carries of sba_dq_kernel:
 //   dv_l = Σ_{i>l} A_il dout_i + rem_l dout_l,  dk_l = scale Σ_{i>l} dz_il q_i
 template <int DP>
 __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
-    dkdv_kernel(float* __restrict__ dk,               // (B, T, H, D)
-                float* __restrict__ dv,               // (B, T, H, D)
-                const float* __restrict__ carry_sp,   // (B·H, tiles, T)
-                const float* __restrict__ carry_g,    // (B·H, tiles, T)
-                const float* __restrict__ delta,      // (B, T, H)
-                const float* __restrict__ rem,        // (B, T, H)
-                const float* __restrict__ dout,       // (B, T, H, D)
-                const float* __restrict__ q,          // (B, T, H, D)
-                const float* __restrict__ k,          // (B, T, H, D)
-                const float* __restrict__ v,          // (B, T, H, D)
-                int T, int H, int D, float scale) {
+    sba_dkdv_kernel(float* __restrict__ dk,               // (B, T, H, D)
+                    float* __restrict__ dv,               // (B, T, H, D)
+                    const float* __restrict__ carry_sp,   // (B·H, tiles, T)
+                    const float* __restrict__ carry_g,    // (B·H, tiles, T)
+                    const float* __restrict__ delta,      // (B, T, H)
+                    const float* __restrict__ rem,        // (B, T, H)
+                    const float* __restrict__ dout,       // (B, T, H, D)
+                    const float* __restrict__ q,          // (B, T, H, D)
+                    const float* __restrict__ k,          // (B, T, H, D)
+                    const float* __restrict__ v,          // (B, T, H, D)
+                    int T, int H, int D, float scale) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sk = reinterpret_cast<float*>(smem4);  // (BT, LD) keys of this tile
@@ -337,7 +337,7 @@ template <int DP>
 void forward(float* o, const float* q, const float* k, const float* v,
              const StickBreakingArgs& args) {
   const AttnShape& s = args.shape;
-  launch<DP>(forward_kernel<DP, false>, smem_bytes<DP>(3, 1), s, o, static_cast<float*>(nullptr),
+  launch<DP>(sba_forward_kernel<DP, false>, smem_bytes<DP>(3, 1), s, o, static_cast<float*>(nullptr),
              static_cast<const float*>(nullptr), q, k, v, s.T, s.H, s.D, float(args.scale));
 }
 
@@ -352,11 +352,11 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* q
   float* carry_sp = rem + n;       // (B·H, tiles, T)
   float* carry_g = carry_sp + n_carry;  // (B·H, tiles, T)
   // δ_i = dout_i·o_i, rem_i
-  launch<DP>(forward_kernel<DP, true>, smem_bytes<DP>(3, 1), s, delta, rem, dout, q, k, v, s.T,
+  launch<DP>(sba_forward_kernel<DP, true>, smem_bytes<DP>(3, 1), s, delta, rem, dout, q, k, v, s.T,
              s.H, s.D, scale);
-  launch<DP>(dq_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, carry_sp, carry_g, dout, q, k, v, delta,
+  launch<DP>(sba_dq_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, carry_sp, carry_g, dout, q, k, v, delta,
              s.T, s.H, s.D, scale);
-  launch<DP>(dkdv_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, static_cast<const float*>(carry_sp),
+  launch<DP>(sba_dkdv_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, static_cast<const float*>(carry_sp),
              static_cast<const float*>(carry_g), static_cast<const float*>(delta),
              static_cast<const float*>(rem), dout, q, k, v, s.T, s.H, s.D, scale);
 }

@@ -15,7 +15,7 @@ namespace {
 
 // h (N, F) = a · σ(a) · b,  a = ab[:, :F], b = ab[:, F:]
 template <int kVec>
-__global__ void forward_kernel(float* h, const float* ab, int64_t n_packs, int F) {
+__global__ void swiglu_forward_kernel(float* h, const float* ab, int64_t n_packs, int F) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_packs;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i * kVec, n = e / F, f = e % F;
@@ -29,8 +29,8 @@ __global__ void forward_kernel(float* h, const float* ab, int64_t n_packs, int F
 
 // da = dh · b · σ(a)(1 + a(1 − σ(a))),  db = dh · silu(a);  dab (N, 2F) = [da | db]
 template <int kVec>
-__global__ void backward_kernel(float* dab, const float* dh, const float* ab, int64_t n_packs,
-                                int F) {
+__global__ void swiglu_backward_kernel(float* dab, const float* dh, const float* ab, int64_t n_packs,
+                                       int F) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n_packs;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i * kVec, n = e / F, f = e % F, off = n * 2 * F + f;
@@ -54,9 +54,9 @@ void swiglu_forward(float* h, const float* ab, int N, int F) {
   const int64_t n = int64_t(N) * F;
   if (n == 0) return;
   if (F % 4 == 0 && aligned16(h) && aligned16(ab))
-    forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(h, ab, n / 4, F);
+    swiglu_forward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(h, ab, n / 4, F);
   else
-    forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(h, ab, n, F);
+    swiglu_forward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(h, ab, n, F);
   PB_LAUNCH_CHECK();
 }
 
@@ -64,9 +64,9 @@ void swiglu_backward(float* dab, const float* dh, const float* ab, int N, int F)
   const int64_t n = int64_t(N) * F;
   if (n == 0) return;
   if (F % 4 == 0 && aligned16(dab) && aligned16(dh) && aligned16(ab))
-    backward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(dab, dh, ab, n / 4, F);
+    swiglu_backward_kernel<4><<<blocks_for(n / 4), kElementThreads, 0, stream()>>>(dab, dh, ab, n / 4, F);
   else
-    backward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(dab, dh, ab, n, F);
+    swiglu_backward_kernel<1><<<blocks_for(n), kElementThreads, 0, stream()>>>(dab, dh, ab, n, F);
   PB_LAUNCH_CHECK();
 }
 

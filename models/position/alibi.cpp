@@ -1,7 +1,6 @@
 // alibi: attention with linear biases (Press et al. 2022): a fixed per-head bias −m_h·(i − j) with
 // slopes m_h = 2^(−8h/H), h = 1..H. It is the FoX gate with a constant log f = −m_h, so it reuses
-// the softmax attention kernel's gate and has no parameters. (Written by following the guide
-// "Adding a position encoding" in README.md.)
+// the softmax attention kernel's gate and has no parameters.
 #include <cmath>
 
 #include "models/position/softmax_args.h"
@@ -41,7 +40,9 @@ class Alibi final : public PositionEncoding<E> {
 }  // namespace
 
 EncodingEntry alibi_encoding() {
-  return make_entry<Alibi>({"alibi", "linear distance bias -m_h (i - j), slopes 2^(-8h/H)", {}});
+  return make_entry<Alibi>({"alibi", "linear distance bias -m_h (i - j), slopes 2^(-8h/H)", {}},
+                           {.family = AttentionFamily::Softmax, .gate = true,
+                            .style = {"#56b4e9", 3, 180}});  // triangle down
 }
 
 }  // namespace pb

@@ -17,14 +17,16 @@ class Fox final : public PositionEncoding<E> {
 
   void forward(S* out, const AttnInputs<S>& in) override {
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
-    const S* log_f = gate_.forward(in, 0);
+    const S* log_f = in.given.empty() ? gate_.forward(in, 0) : in.given[0];
     E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f, softmax_args(in));
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    E::softmax_attention_backward(g.dq, g.dk, g.dv, gate_.dlog_f(), g.dout, g.out, lse_.data(), in.q,
-                                  in.k, in.v, gate_.log_f(), softmax_args(in));
-    gate_.backward(g, in, 0);
+    const bool given = !in.given.empty();
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, given ? g.dgiven[0] : gate_.dlog_f(), g.dout, g.out,
+                                  lse_.data(), in.q, in.k, in.v, given ? in.given[0] : gate_.log_f(),
+                                  softmax_args(in));
+    if (!given) gate_.backward(g, in, 0);
   }
 
  private:
@@ -35,7 +37,9 @@ class Fox final : public PositionEncoding<E> {
 }  // namespace
 
 EncodingEntry fox_encoding() {
-  return make_entry<Fox>({"fox", "forgetting transformer: softmax attention + data-dependent decay", {}});
+  return make_entry<Fox>({"fox", "forgetting transformer: softmax attention + data-dependent decay", {}},
+                         {.family = AttentionFamily::Softmax, .gate = true, .inputs = {AttnInput::LogF},
+                          .style = {"#e69f00", 4, 0}});  // diamond
 }
 
 }  // namespace pb

@@ -27,7 +27,8 @@ class Nope final : public PositionEncoding<E> {
 }  // namespace
 
 EncodingEntry nope_encoding() {
-  return make_entry<Nope>({"nope", "no position encoding: causal softmax attention", {}});
+  return make_entry<Nope>({"nope", "no position encoding: causal softmax attention", {}},
+                          {.family = AttentionFamily::Softmax, .style = {"#999999", 0, 0}});  // circle
 }
 
 }  // namespace pb

@@ -12,7 +12,8 @@ struct PathNoGate : Path<E> {
 }  // namespace
 
 EncodingEntry path_encoding() {
-  return make_entry<PathNoGate>(path_schema("path", "PaTH: accumulated Householder transitions"));
+  return make_entry<PathNoGate>(path_schema("path", "PaTH: accumulated Householder transitions"),
+                                path_info("path", false, {"#d55e00", 5, 0}));  // pentagon
 }
 
 }  // namespace pb

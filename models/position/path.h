@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/error.h"
+#include "core/error.h"
 #include "kernels/ops.h"
 #include "models/position/forget_gate.h"
 
@@ -18,13 +18,11 @@ class Path : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
   Path(const Spec& spec, bool gate)
-      : rank_(int(spec.get_int("w_rank"))),
+      : rank_(int(in_range(spec, "w_rank", 1 << 16))),
         beta_clip_(spec.get_float("beta_clip")),
-        block_(int(spec.get_int("block"))),
+        block_(int(in_range(spec, "block", 1 << 20))),
         gate_(gate) {
-    if (rank_ < 1) fail("{}: w_rank must be >= 1, got {}", spec.name(), rank_);
     if (beta_clip_ < 0 || beta_clip_ >= 2) fail("{}: beta_clip must be in [0, 2), got {}", spec.name(), beta_clip_);
-    if (block_ < 1) fail("{}: block must be >= 1, got {}", spec.name(), block_);
   }
 
   std::vector<ParamSpec> params(const LayerDims& d) const override {
@@ -40,6 +38,10 @@ class Path : public PositionEncoding<E> {
   }
 
   void forward(S* out, const AttnInputs<S>& in) override {
+    lse_.resize(size_t(in.B) * in.T * in.dims.H);
+    if (!in.given.empty())  // w, β (, log f) as given
+      return E::path_attention_forward(out, lse_.data(), in.q, in.k, in.v, in.given[0], in.given[1],
+                                       gate_ ? in.given[2] : nullptr, args(in));
     const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
     u1_.resize(size_t(N) * rank_);
     u2_.resize(size_t(N) * HD);
@@ -47,7 +49,6 @@ class Path : public PositionEncoding<E> {
     w_.resize(u2_.size());
     zb_.resize(size_t(N) * H);
     beta_.resize(zb_.size());
-    lse_.resize(zb_.size());
     const auto& p = in.params;
     E::matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
     E::matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
@@ -60,6 +61,11 @@ class Path : public PositionEncoding<E> {
   }
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    if (!in.given.empty())
+      return E::path_attention_backward(g.dq, g.dk, g.dv, g.dgiven[0], g.dgiven[1],
+                                        gate_ ? g.dgiven[2] : nullptr, g.dout, g.out, lse_.data(), in.q,
+                                        in.k, in.v, in.given[0], in.given[1], gate_ ? in.given[2] : nullptr,
+                                        args(in));
     const int N = in.B * in.T, C = in.dims.C, H = in.dims.H, HD = H * in.dims.D;
     dw_.resize(w_.size());
     dc_.resize(w_.size());
@@ -87,6 +93,13 @@ class Path : public PositionEncoding<E> {
     return {{in.B, in.T, in.dims.H, in.dims.D}, 1.0 / std::sqrt(double(in.dims.D)), block_};
   }
 
+  // spec's integer `key`, a pb::Error unless it is in [1, hi] (checked before the cast to int).
+  static int64_t in_range(const Spec& spec, const char* key, int64_t hi) {
+    const int64_t v = spec.get_int(key);
+    if (v < 1 || v > hi) fail("{}: {} must be in [1, {}], got {}", spec.name(), key, hi, v);
+    return v;
+  }
+
   int rank_;
   double beta_clip_;
   int block_;
@@ -102,6 +115,17 @@ inline Schema path_schema(const char* name, const char* doc) {
           {{"w_rank", ParamType::Int, "32", "rank of the low-rank projection producing w", {}},
            {"beta_clip", ParamType::Float, "0", "ε > 0 clamps β to 2 − ε (advised for bf16)", {}},
            {"block", ParamType::Int, "64", "UT-transform block size (the result does not depend on it)", {}}}};
+}
+
+// The entry of `path` / `path_fox` (gate): inputs w, β (, log f), small test settings.
+inline EncodingInfo path_info(const char* name, bool gate, PlotStyle style) {
+  EncodingInfo info{.family = AttentionFamily::Path,
+                    .gate = gate,
+                    .inputs = {AttnInput::W, AttnInput::Beta},
+                    .test_spec = std::string(name) + ":block=3,w_rank=4",
+                    .style = style};
+  if (gate) info.inputs.push_back(AttnInput::LogF);
+  return info;
 }
 
 }  // namespace pb

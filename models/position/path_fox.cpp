@@ -13,7 +13,8 @@ struct PathFox : Path<E> {
 }  // namespace
 
 EncodingEntry path_fox_encoding() {
-  return make_entry<PathFox>(path_schema("path_fox", "PaTH with the FoX forget gate"));
+  return make_entry<PathFox>(path_schema("path_fox", "PaTH with the FoX forget gate"),
+                             path_info("path_fox", true, {"#cc79a7", 6, 0}));  // hexagon
 }
 
 }  // namespace pb

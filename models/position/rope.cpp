@@ -1,6 +1,6 @@
 // rope: rotary position embedding (Su et al.), rotate-half pairing over the whole head dim,
 // applied to q and k before causal softmax attention. Backward: rotate the gradients back.
-#include "kernels/error.h"
+#include "core/error.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {
@@ -10,10 +10,16 @@ template <class E>
 class Rope final : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
-  explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {}
+  explicit Rope(const Spec& spec) : base_(spec.get_float("base")) {
+    if (!(base_ > 0)) fail("rope: base must be > 0 (frequencies base^(-2i/D)), got {}", base_);
+  }
+
+  std::vector<ParamSpec> params(const LayerDims& d) const override {
+    if (d.D % 2) fail("rope needs an even head dim (d_model / heads), got {}", d.D);
+    return {};
+  }
 
   void forward(S* out, const AttnInputs<S>& in) override {
-    if (in.dims.D % 2) fail("rope needs an even head dim, got {}", in.dims.D);
     const size_t n = size_t(in.B) * in.T * in.dims.H * in.dims.D;
     q_.resize(n);
     k_.resize(n);
@@ -43,7 +49,8 @@ class Rope final : public PositionEncoding<E> {
 
 EncodingEntry rope_encoding() {
   return make_entry<Rope>({"rope", "rotary position embedding (rotate-half), softmax attention",
-                           {{"base", ParamType::Float, "10000", "rotation base θ", {}}}});
+                           {{"base", ParamType::Float, "10000", "rotation base θ", {}}}},
+                          {.family = AttentionFamily::Softmax, .style = {"#0072b2", 4, 45}});  // square
 }
 
 }  // namespace pb

@@ -31,7 +31,9 @@ class Sba final : public PositionEncoding<E> {
 }  // namespace
 
 EncodingEntry sba_encoding() {
-  return make_entry<Sba>({"sba", "stick-breaking attention (log space, leftover to the current token)", {}});
+  return make_entry<Sba>({"sba", "stick-breaking attention (log space, leftover to the current token)", {}},
+                         {.family = AttentionFamily::StickBreaking, .bf16 = false,
+                          .style = {"#009e73", 3, 0}});  // triangle up
 }
 
 }  // namespace pb

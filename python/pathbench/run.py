@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .xxh3 import xxh3_64
+
 _DTYPES = {"F32": "<f4", "F64": "<f8", "F16": "<f2", "I64": "<i8", "I32": "<i4", "U8": "u1"}
 
 
@@ -14,7 +16,8 @@ def read_safetensors(path):
 
     Layout: an 8-byte little-endian header length n, n bytes of JSON
     {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the data,
-    offsets counted from the end of the header.
+    offsets counted from the end of the header. When __metadata__ holds "xxh3_64" (pathbench writes
+    it: XXH3-64 of the data section, 16 hex digits) the data is checked against it (ValueError).
     """
     with open(path, "rb") as f:
         blob = f.read()
@@ -24,7 +27,9 @@ def read_safetensors(path):
     if 8 + n > len(blob):
         raise ValueError(f"{path}: header of {n} bytes in a {len(blob)}-byte file")
     header = json.loads(blob[8:8 + n])
-    header.pop("__metadata__", None)
+    meta = header.pop("__metadata__", None) or {}
+    if "xxh3_64" in meta and meta["xxh3_64"] != f"{xxh3_64(blob[8 + n:]):016x}":
+        raise ValueError(f"{path}: corrupted: the tensor data does not match its xxh3_64 checksum")
     out = {}
     for name, info in header.items():
         if info["dtype"] not in _DTYPES:

@@ -116,6 +116,22 @@ class Reader(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "bytes of records"):
             pb.read_dataset(bad)
 
+    def test_checkpoint_checksum(self):
+        path = os.path.join(self.runs["path"].path, "model.safetensors")
+        with open(path, "rb") as f:
+            good = f.read()
+        self.assertIn(b'"xxh3_64":"', good[:4096])
+        bad = os.path.join(self.tmp, "bad.safetensors")
+        for blob, error in ((bytearray(good), "xxh3_64"), (bytearray(good.replace(b'"xxh3_64"', b'"xxh3_xx"', 1)), None)):
+            blob[-5] ^= 1  # a bit of the last tensor
+            with open(bad, "wb") as f:
+                f.write(blob)
+            if error:
+                with self.assertRaisesRegex(ValueError, error):
+                    pb.read_safetensors(bad)
+            else:  # no checksum in the file: read unchecked
+                self.assertEqual(set(pb.read_safetensors(bad)), set(self.runs["path"].weights))
+
     def test_xxh3_vectors(self):
         """Against XXH3_64bits of libxxhash, one length per code path."""
         data = bytes((7 * i + 3) % 256 for i in range(2048))

@@ -1,0 +1,282 @@
+// The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
+// memory, copies, graphs and timers. Device discovery (device.h) is here too.
+#include <mutex>
+#include <shared_mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/cuda/common.cuh"
+#include "core/cuda/runtime.h"
+#include "core/device.h"
+#include "core/error.h"
+
+namespace pb {
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error (35) or "no device" (100)
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_device_name(int device) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return prop.name;
+}
+
+int cuda_current_device() {
+  int d = 0;
+  if (cudaGetDevice(&d) != cudaSuccess) cudaGetLastError();
+  return d;
+}
+
+namespace cuda {
+
+void throw_cuda_error(const char* what, const char* detail, const char* file, int line) {
+  throw std::runtime_error(std::string("CUDA error: ") + what + ": " + detail + " (" + file + ":" +
+                           std::to_string(line) + ")");
+}
+
+namespace {
+
+// Runs packed in threads of one process capture their graphs while other threads allocate, free
+// and create streams or handles; those calls synchronise the device and invalidate a capture in
+// flight on another thread ("operation failed due to a previous error during capture"), in the
+// thread-local capture mode used here too (seen on the H200). So captures hold this lock shared from Graph::begin to Graph::end, and the
+// calls that would break them take it alone (CaptureFence): they wait for the captures in flight,
+// which take milliseconds and happen once per run and evaluation batch.
+std::shared_mutex g_capture_mutex;
+thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while this thread captures
+
+// The lock held alone for one call, unless this thread is itself capturing (then the call fails
+// on its own, as it would in a single-threaded program, instead of deadlocking).
+struct CaptureFence {
+  std::unique_lock<std::shared_mutex> lock;
+  CaptureFence() : lock(g_capture_mutex, std::defer_lock) {
+    if (!t_capture_lock.owns_lock()) lock.lock();
+  }
+};
+
+constexpr size_t kBlasWorkspace = size_t(32) << 20;  // fixed, so cuBLAS never allocates in a graph
+
+struct ThreadContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* workspace = nullptr;
+  void* scratch[kScratchArenas] = {};
+  size_t scratch_bytes[kScratchArenas] = {};
+  ~ThreadContext() {
+    const CaptureFence fence;
+    if (blas) cublasDestroy(blas);
+    if (workspace) cudaFree(workspace);
+    for (void* p : scratch)
+      if (p) cudaFree(p);
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+ThreadContext& context() {
+  thread_local ThreadContext ctx;
+  if (!ctx.stream) {
+    const CaptureFence fence;
+    PB_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
+    PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
+    PB_CUBLAS_CHECK(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
+    PB_CUDA_CHECK(cudaMalloc(&ctx.workspace, kBlasWorkspace));
+    PB_CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, ctx.workspace, kBlasWorkspace));
+  }
+  return ctx;
+}
+
+thread_local uint64_t t_allocations = 0;  // per thread: runs packed in threads never see each other's
+
+// Sizes of the live device_alloc blocks, for allocated_bytes() and its peak.
+struct AllocTracker {
+  std::mutex mutex;
+  std::unordered_map<void*, size_t> sizes;
+  uint64_t current = 0, peak = 0;
+};
+AllocTracker& tracker() {
+  static AllocTracker* t = new AllocTracker;  // never destroyed: thread contexts free at exit
+  return *t;
+}
+
+}  // namespace
+
+cudaStream_t stream() { return context().stream; }
+cublasHandle_t blas() { return context().blas; }
+
+void set_device(int device) { PB_CUDA_CHECK(cudaSetDevice(device)); }
+void synchronize() { PB_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  {
+    const CaptureFence fence;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not a sticky error: clear it, the device stays usable
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      const double gib = 1 << 30;
+      fail("out of GPU memory allocating {:.3g} GiB ({:.3g} of {:.3g} GiB free): reduce --batch, --eval-batch, "
+           "--d-model, --layers or the task's len, or run fewer runs per GPU", bytes / gib, free_bytes / gib,
+           total_bytes / gib);
+    }
+    PB_CUDA_CHECK(err);
+  }
+  ++t_allocations;
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.sizes[p] = bytes;
+  t.current += bytes;
+  if (t.current > t.peak) t.peak = t.current;
+  return p;
+}
+void device_free(void* p) {
+  if (!p) return;
+  {
+    AllocTracker& t = tracker();
+    const std::lock_guard<std::mutex> lock(t.mutex);
+    if (const auto it = t.sizes.find(p); it != t.sizes.end()) {
+      t.current -= it->second;
+      t.sizes.erase(it);
+    }
+  }
+  const CaptureFence fence;
+  cudaFree(p);
+}
+uint64_t allocation_count() { return t_allocations; }
+void memory_info(size_t& free_bytes, size_t& total_bytes) { PB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes)); }
+uint64_t allocated_bytes() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return t.current;
+}
+uint64_t peak_allocated_bytes() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return t.peak;
+}
+void reset_peak_allocated() {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  t.peak = t.current;
+}
+
+void* scratch(size_t bytes, int arena) {
+  ThreadContext& ctx = context();
+  if (bytes > ctx.scratch_bytes[arena]) {
+    PB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // the old region may still be in use
+    device_free(ctx.scratch[arena]);
+    ctx.scratch[arena] = device_alloc(bytes);
+    ctx.scratch_bytes[arena] = bytes;
+  }
+  return ctx.scratch[arena];
+}
+
+namespace {
+thread_local Precision t_precision = Precision::FP32;
+}  // namespace
+
+// TF32 through the handle's math mode (cublasSgemm then uses TF32 tensor cores); BF16 keeps the
+// default math mode and is chosen per GEMM by matmul.cu (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_16BF).
+void set_precision(Precision p) {
+  PB_CUBLAS_CHECK(cublasSetMathMode(blas(), p == Precision::TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  t_precision = p;
+}
+Precision precision() { return t_precision; }
+
+void copy_to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+}
+void copy_to_host(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
+  synchronize();
+}
+void copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
+}
+void zero_on_device(void* dst, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, stream()));
+}
+
+void* host_alloc_pinned(size_t bytes) {
+  const CaptureFence fence;
+  void* p = nullptr;
+  PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+void host_free_pinned(void* p) {
+  const CaptureFence fence;
+  if (p) cudaFreeHost(p);
+}
+void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
+  if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst_pinned, src, bytes, cudaMemcpyDeviceToHost, stream()));
+}
+
+Graph::~Graph() { reset(); }
+void Graph::reset() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  exec_ = nullptr;
+}
+void Graph::begin() {
+  reset();
+  stream();  // the thread's context exists before the lock is taken
+  t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex);
+  const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
+  if (err != cudaSuccess) t_capture_lock.unlock();
+  PB_CUDA_CHECK(err);
+}
+void Graph::end() {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
+  PB_CUDA_CHECK(ended);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  PB_CUDA_CHECK(err);
+  exec_ = exec;
+}
+void Graph::abort() {
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
+}
+void Graph::launch() { PB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
+
+Timer::Timer() {
+  cudaEvent_t a, b;
+  PB_CUDA_CHECK(cudaEventCreate(&a));
+  PB_CUDA_CHECK(cudaEventCreate(&b));
+  start_ = a, stop_ = b;
+}
+Timer::~Timer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+void Timer::start() { PB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(start_), stream())); }
+double Timer::stop_ms() {
+  PB_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(stop_), stream()));
+  PB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)));
+  float ms = 0;
+  PB_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)));
+  return ms;
+}
+
+}  // namespace cuda
+}  // namespace pb

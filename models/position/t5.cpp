@@ -1,0 +1,95 @@
+// t5: T5 relative-position buckets (Raffel et al. 2020), causal: a learned bias per head and bucket
+// of the distance r = i − j ≥ 0, added by the softmax kernel's bias hook. Buckets as T5's
+// unidirectional _relative_position_bucket: with E = num_buckets / 2, r < E is its own bucket,
+// larger r go to E + ⌊log(r / E) / log(max_distance / E) · (num_buckets − E)⌋, at most
+// num_buckets − 1. The table is a product with a fixed one-hot matrix, b (H, T) = θ (H, NB) Pᵀ
+// with P_rn = [bucket(r) = n], so it needs no kernel of its own: dθ += db P.
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "models/position/softmax_args.h"
+
+namespace pb {
+namespace {
+
+template <class E>
+class T5 final : public PositionEncoding<E> {
+ public:
+  using S = typename E::Scalar;
+  explicit T5(const Spec& spec)
+      : buckets_(int(spec.get_int("num_buckets"))), max_distance_(int(spec.get_int("max_distance"))) {
+    if (buckets_ < 2) fail("t5: num_buckets must be >= 2, got {}", buckets_);
+    if (max_distance_ <= buckets_ / 2)
+      fail("t5: max_distance must exceed num_buckets / 2 = {}, got {}", buckets_ / 2, max_distance_);
+  }
+
+  std::vector<ParamSpec> params(const LayerDims& d) const override {
+    return {{"table", {d.H, buckets_}, Init::Normal, false}};
+  }
+
+  void forward(S* out, const AttnInputs<S>& in) override {
+    const int H = in.dims.H, T = in.T;
+    lse_.resize(size_t(in.B) * T * H);
+    bias_.resize(size_t(H) * T);
+    dbias_.resize(bias_.size());
+    if (in.given.empty()) {
+      if (p_.size() != size_t(T) * buckets_) one_hot(T);                        // depends on T only
+      E::matmul_forward(bias_.data(), in.params[0], pt_.data(), H, buckets_, T);  // b = θ Pᵀ
+    }
+    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, (const S*)nullptr, softmax_args(in),
+                                 in.given.empty() ? bias_.data() : in.given[0]);
+  }
+
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
+    const bool given = !in.given.empty();
+    E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q, in.k, in.v,
+                                  (const S*)nullptr, softmax_args(in), given ? g.dgiven[0] : dbias_.data(),
+                                  given ? in.given[0] : bias_.data());
+    if (!given)  // dθ += db P
+      E::matmul_forward(g.dparams[0], dbias_.data(), p_.data(), in.dims.H, in.T, buckets_,
+                        GradMode::Accumulate);
+  }
+
+ private:
+  int bucket(int r) const {
+    const int exact = buckets_ / 2;
+    if (r < exact) return r;
+    const double x =
+        std::log(double(r) / exact) / std::log(double(max_distance_) / exact) * (buckets_ - exact);
+    return std::min(exact + int(x), buckets_ - 1);
+  }
+
+  // P (T, NB) and Pᵀ (NB, T), P_rn = [bucket(r) = n].
+  void one_hot(int T) {
+    std::vector<S> p(size_t(T) * buckets_, S(0)), pt(p.size(), S(0));
+    for (int r = 0; r < T; ++r) {
+      const int n = bucket(r);
+      p[size_t(r) * buckets_ + n] = pt[size_t(n) * T + r] = S(1);
+    }
+    p_.resize(p.size());
+    pt_.resize(pt.size());
+    E::upload(p_.data(), p.data(), p.size());
+    E::upload(pt_.data(), pt.data(), pt.size());
+  }
+
+  int buckets_, max_distance_;
+  typename E::template Buffer<S> p_, pt_;        // (T, NB), (NB, T)
+  typename E::template Buffer<S> lse_;           // (B, T, H)
+  typename E::template Buffer<S> bias_, dbias_;  // (H, T)
+};
+
+}  // namespace
+
+EncodingEntry t5_encoding() {
+  return make_entry<T5>({"t5", "T5 relative buckets (causal): learned bias per head and distance bucket",
+                         {{"num_buckets", ParamType::Int, "32", "distance buckets (half exact, half log-spaced)",
+                           {}},
+                          {"max_distance", ParamType::Int, "128", "distances from here share the last bucket",
+                           {}}}},
+                        {.family = AttentionFamily::Softmax,
+                         .inputs = {AttnInput::Bias},
+                         .test_spec = "t5:num_buckets=6,max_distance=8"});  // exact and log buckets at T ≥ 5
+}
+
+}  // namespace pb
