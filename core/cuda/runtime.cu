@@ -1,5 +1,6 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
+#include <cstdio>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
@@ -130,9 +131,11 @@ void* device_alloc(size_t bytes) {
       size_t free_bytes = 0, total_bytes = 0;
       cudaMemGetInfo(&free_bytes, &total_bytes);
       const double gib = 1 << 30;
-      fail("out of GPU memory allocating {:.3g} GiB ({:.3g} of {:.3g} GiB free): reduce --batch, --eval-batch, "
-           "--d-model, --layers or the task's len, or run fewer runs per GPU", bytes / gib, free_bytes / gib,
-           total_bytes / gib);
+      char what[256];  // snprintf, not fmt: nvcc builds this file without fmt's compiled part
+      std::snprintf(what, sizeof(what), "out of GPU memory allocating %.3g GiB (%.3g of %.3g GiB free): reduce "
+                    "--batch, --eval-batch, --d-model, --layers or the task's len, or run fewer runs per GPU",
+                    bytes / gib, free_bytes / gib, total_bytes / gib);
+      throw Error(what);
     }
     PB_CUDA_CHECK(err);
   }
