@@ -3,13 +3,13 @@
 // computed each step by kernels/cpu/kerple_bias.cpp and added by the softmax kernel's bias hook.
 // Init: a1, a2 ~ N(0, 0.02²), so p1, p2 start near log 2 ≈ 0.69, inside the paper's initial ranges
 // (p1 ∈ U(0, 2), p2 ∈ U(0, 1)); softplus keeps them positive (the paper clamps at a small ε).
-#include "models/position/softmax_args.h"
+#include "models/position/bias_softmax.h"
 
 namespace pb {
 namespace {
 
 template <class E>
-class Kerple final : public PositionEncoding<E> {
+class Kerple final : public BiasSoftmax<E> {
  public:
   using S = typename E::Scalar;
   explicit Kerple(const Spec&) {}
@@ -18,29 +18,13 @@ class Kerple final : public PositionEncoding<E> {
     return {{"a1", {d.H}, Init::Normal, false}, {"a2", {d.H}, Init::Normal, false}};
   }
 
-  void forward(S* out, const AttnInputs<S>& in) override {
-    const int H = in.dims.H;
-    lse_.resize(size_t(in.B) * in.T * H);
-    bias_.resize(size_t(H) * in.T);
-    dbias_.resize(bias_.size());
-    if (in.given.empty()) E::kerple_bias_forward(bias_.data(), in.params[0], in.params[1], H, in.T);
-    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, (const S*)nullptr, softmax_args(in),
-                                 in.given.empty() ? bias_.data() : in.given[0]);
+  void table(S* bias, const AttnInputs<S>& in) override {
+    E::kerple_bias_forward(bias, in.params[0], in.params[1], in.dims.H, in.T);
   }
 
-  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    const bool given = !in.given.empty();
-    E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q, in.k, in.v,
-                                  (const S*)nullptr, softmax_args(in), given ? g.dgiven[0] : dbias_.data(),
-                                  given ? in.given[0] : bias_.data());
-    if (!given)
-      E::kerple_bias_backward(g.dparams[0], g.dparams[1], dbias_.data(), in.params[0], in.params[1],
-                              in.dims.H, in.T);
+  void table_backward(const AttnGrads<S>& g, const S* dbias, const AttnInputs<S>& in) override {
+    E::kerple_bias_backward(g.dparams[0], g.dparams[1], dbias, in.params[0], in.params[1], in.dims.H, in.T);
   }
-
- private:
-  typename E::template Buffer<S> lse_;           // (B, T, H)
-  typename E::template Buffer<S> bias_, dbias_;  // (H, T)
 };
 
 }  // namespace

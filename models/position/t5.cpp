@@ -8,13 +8,13 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "models/position/softmax_args.h"
+#include "models/position/bias_softmax.h"
 
 namespace pb {
 namespace {
 
 template <class E>
-class T5 final : public PositionEncoding<E> {
+class T5 final : public BiasSoftmax<E> {
  public:
   using S = typename E::Scalar;
   explicit T5(const Spec& spec)
@@ -28,27 +28,13 @@ class T5 final : public PositionEncoding<E> {
     return {{"table", {d.H, buckets_}, Init::Normal, false}};
   }
 
-  void forward(S* out, const AttnInputs<S>& in) override {
-    const int H = in.dims.H, T = in.T;
-    lse_.resize(size_t(in.B) * T * H);
-    bias_.resize(size_t(H) * T);
-    dbias_.resize(bias_.size());
-    if (in.given.empty()) {
-      if (p_.size() != size_t(T) * buckets_) one_hot(T);                        // depends on T only
-      E::matmul_forward(bias_.data(), in.params[0], pt_.data(), H, buckets_, T);  // b = θ Pᵀ
-    }
-    E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, (const S*)nullptr, softmax_args(in),
-                                 in.given.empty() ? bias_.data() : in.given[0]);
+  void table(S* bias, const AttnInputs<S>& in) override {
+    if (p_.size() != size_t(in.T) * buckets_) one_hot(in.T);                 // depends on T only
+    E::matmul_forward(bias, in.params[0], pt_.data(), in.dims.H, buckets_, in.T);  // b = θ Pᵀ
   }
 
-  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
-    const bool given = !in.given.empty();
-    E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q, in.k, in.v,
-                                  (const S*)nullptr, softmax_args(in), given ? g.dgiven[0] : dbias_.data(),
-                                  given ? in.given[0] : bias_.data());
-    if (!given)  // dθ += db P
-      E::matmul_forward(g.dparams[0], dbias_.data(), p_.data(), in.dims.H, in.T, buckets_,
-                        GradMode::Accumulate);
+  void table_backward(const AttnGrads<S>& g, const S* dbias, const AttnInputs<S>& in) override {  // dθ += db P
+    E::matmul_forward(g.dparams[0], dbias, p_.data(), in.dims.H, in.T, buckets_, GradMode::Accumulate);
   }
 
  private:
@@ -74,9 +60,7 @@ class T5 final : public PositionEncoding<E> {
   }
 
   int buckets_, max_distance_;
-  typename E::template Buffer<S> p_, pt_;        // (T, NB), (NB, T)
-  typename E::template Buffer<S> lse_;           // (B, T, H)
-  typename E::template Buffer<S> bias_, dbias_;  // (H, T)
+  typename E::template Buffer<S> p_, pt_;  // (T, NB), (NB, T)
 };
 
 }  // namespace
