@@ -337,6 +337,16 @@ PB_INSTANTIATE(CudaEngine)
 #endif
 #undef PB_INSTANTIATE
 
+std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg) {
+  if (cfg.data.empty()) return nullptr;
+  auto data = std::make_unique<DatasetReader>(cfg.data);
+  const std::string task = make_task(cfg.task)->spec().canonical();
+  if (data->spec() != task || data->split() != "train")
+    fail("--data '{}' holds split '{}' of task '{}'; --task is '{}' (its train split is needed)", cfg.data,
+         data->split(), data->spec(), task);
+  return data;
+}
+
 int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::function<double()> elapsed = [&] {
@@ -344,13 +354,7 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   };
   const std::string device = select_device(cfg);
   const auto task = make_task(cfg.task);
-  std::unique_ptr<DatasetReader> data;
-  if (!cfg.data.empty()) {
-    data = std::make_unique<DatasetReader>(cfg.data);
-    if (data->spec() != task->spec().canonical() || data->split() != "train")
-      fail("--data '{}' holds split '{}' of task '{}'; --task is '{}' (its train split is needed)", cfg.data,
-           data->split(), data->spec(), task->spec().canonical());
-  }
+  const std::unique_ptr<DatasetReader> data = open_training_data(cfg);
   const std::string dir = cfg.out + "/";
   const bool lead = cfg.proc_id <= 0;  // the process of rank 0 alone writes the run directory
   if (lead) {

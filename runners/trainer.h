@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,5 +90,9 @@ constexpr int kRunCancelled = 130;
 // 0 ok, 1 diverged or failed (result.json says which and why), kRunCancelled when ctx.cancel
 // stopped it (the directory is left without result.json: pending).
 int run_training(const TrainConfig& cfg, const RunContext& ctx = {});
+
+// The --data file of `cfg` opened and checked against its task (train split), or null without
+// one; a pb::Error naming the file otherwise. `train` calls it before it touches --out.
+std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg);
 
 }  // namespace pb

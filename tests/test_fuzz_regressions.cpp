@@ -71,7 +71,10 @@ std::string dataset_error(const TempDir& dir, std::string bytes) {
 std::string collect_error(const std::string& eval_jsonl) {
   const TempDir dir("fuzz-collect");
   std::filesystem::create_directories(dir.path / "runs/run");
-  pb::write_file_atomic(dir.file("runs/run/result.json"), "{}");
+  pb::TrainConfig config;
+  config.task = "flipflop:len=8";
+  pb::write_file_atomic(dir.file("runs/run/config.json"), pb::to_json(config).dump());
+  pb::write_file_atomic(dir.file("runs/run/result.json"), R"({"status": "ok"})");
   pb::write_file_atomic(dir.file("runs/run/eval.jsonl"), eval_jsonl);
   CLI::App app;
   pb::add_collect_command(app);
