@@ -79,7 +79,7 @@ TEST_CASE("sweep: run ids through train's options are stable, built-in sweeps re
         pb::run_id_of(s.runs[0].args));
   CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--pe", "bogus"}), Contains("unknown position encoding 'bogus'"));
   CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--layers", "x"}), Contains("--layers"));
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(__FILE__).parent_path().parent_path() / "sweeps")) {
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(PATHBENCH_SOURCE_DIR) / "sweeps")) {
     if (e.path().extension() != ".toml") continue;
     INFO(e.path());
     const pb::Sweep sweep = pb::parse_sweep(pb::read_file(e.path().string()), e.path().string(), pb::train_option_kinds());
