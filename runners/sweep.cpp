@@ -203,6 +203,11 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
       fail("{}: {}.KEY given without {}", path, spec, spec);
   }
 
+  // The product is expanded in memory (and every run resolved): refuse one no machine would run.
+  constexpr double kMaxRuns = 1e6;
+  double n_runs = 1;
+  for (const Dim& d : dims) n_runs *= double(d.values.size());
+  if (n_runs > kMaxRuns) fail("{}: the grid has {:.3g} runs; at most {:.0f} per sweep file", path, n_runs, kMaxRuns);
   std::vector<size_t> at(dims.size(), 0);
   for (bool more = true; more;) {
     std::vector<Setting> settings = fixed;

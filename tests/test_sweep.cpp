@@ -123,6 +123,11 @@ TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
   CHECK_THROWS_WITH(parse("[sweep]\ntask = \"a\"\n"), Contains("x.toml: [sweep] needs name"));
   CHECK_THROWS_WITH(parse("[sweep]\nname = \"../up\"\ntask = \"a\"\n"), Contains("x.toml:2: [sweep] name '../up'"));
   CHECK_THROWS_WITH(parse("[sweep]\nname = \"t\"\n"), Contains("x.toml: no task"));
+  // A product of 1e8 runs is refused before it is expanded in memory.
+  std::string big = head + "[grid]\n";
+  for (const char* key : {"lr", "weight_decay", "warmup", "batch"})
+    big += fmt::format("{} = [{}]\n", key, fmt::join(std::vector<int>(100, 1), ", "));
+  CHECK_THROWS_WITH(parse(big), Contains("x.toml: the grid has 1e+08 runs; at most 1000000 per sweep file"));
 }
 
 TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[sweep]") {
