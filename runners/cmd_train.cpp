@@ -2,7 +2,6 @@
 // (runners/run_dir.h; docs/guarantees.md).
 #include "runners/commands.h"
 #include "runners/run_dir.h"
-#include "tasks/dataset_file.h"
 #include "runners/trainer.h"
 
 namespace pb {
@@ -18,7 +17,7 @@ void add_train_command(CLI::App& app) {
                 "left alone)");
   cmd->callback([cfg, overwrite] {
     resolve(*cfg);
-    open_training_data(*cfg);  // a bad --data file is refused before the directory is touched
+    check_before_writing(*cfg);  // a bad device, --gpus or --data is refused before --out is touched
     RunLock lock;
     if (cfg->proc_id <= 0) {  // the process that writes the run directory
       lock = RunLock::take(cfg->out, "pathbench train");

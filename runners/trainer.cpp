@@ -347,6 +347,11 @@ std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg) {
   return data;
 }
 
+void check_before_writing(const TrainConfig& cfg) {
+  select_device(cfg);
+  open_training_data(cfg);
+}
+
 int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::function<double()> elapsed = [&] {

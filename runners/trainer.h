@@ -92,7 +92,11 @@ constexpr int kRunCancelled = 130;
 int run_training(const TrainConfig& cfg, const RunContext& ctx = {});
 
 // The --data file of `cfg` opened and checked against its task (train split), or null without
-// one; a pb::Error naming the file otherwise. `train` calls it before it touches --out.
+// one; a pb::Error naming the file otherwise.
 std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg);
+
+// What run_training would refuse before it writes anything (the device, --gpus, --precision, the
+// --data file), refused now: `train` calls it before it locks --out.
+void check_before_writing(const TrainConfig& cfg);
 
 }  // namespace pb
