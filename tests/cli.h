@@ -3,10 +3,12 @@
 // the shell with its exit status, stdout and stderr captured, and `pathbench` started in the
 // background (spawn) for the tests that signal or race it.
 #pragma once
+#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -103,6 +105,19 @@ inline pid_t find_child(pid_t parent) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return 0;
+}
+
+// `pathbench <args>` ("{dir}" in args: a fresh empty directory) is refused: exit 2, one stderr
+// line "pathbench: error: ..." containing `needle`, and the directory stays empty.
+inline void check_refused(const std::string& args, const std::string& needle) {
+  TempDir dir("refused");
+  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
+  INFO("args: " << args << "\nstderr: " << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.find(needle) != std::string::npos);
+  CHECK(std::filesystem::is_empty(dir.path));
 }
 
 // A sweep of four short flip-flop runs (rope and path, seeds 0 and 1) named `name`, for the

@@ -21,51 +21,39 @@ namespace {
 namespace fs = std::filesystem;
 
 using pb::test::RunResult;
+using pb::test::check_refused;
 using pb::test::TempDir;
 using pb::test::run_pathbench;
-
-// Exit code 2, exactly one stderr line "pathbench: error: ..." containing `needle`, and the
-// directory holds no file afterwards (no output, no temporary).
-void check_error(const std::string& args, const std::string& needle) {
-  TempDir dir("err");
-  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
-  INFO("args: " << args << "\nstderr: " << r.err);
-  CHECK(r.code == 2);
-  CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find(needle) != std::string::npos);
-  CHECK(fs::is_empty(dir.path));
-}
 
 }  // namespace
 
 TEST_CASE("cli gen: bad input is one error line, exit 2, no output file", "[cli]") {
   const std::string tail = "--out {dir}/d.bin";
-  check_error("gen --task nosuch --n 3 " + tail, "unknown task 'nosuch'; valid: flipflop, wordproblem, mqrar");
-  check_error("gen --task flipflop:foo=1 --n 3 " + tail, "unknown key 'foo' for task 'flipflop'; valid keys: len, p_ignore");
-  check_error("gen --task flipflop --split test --n 3 " + tail, "unknown split 'test'");
-  check_error("gen --task flipflop --n abc " + tail, "--n needs a positive integer, got 'abc'");
-  check_error("gen --task flipflop --n 0 " + tail, "--n needs a positive integer");
-  check_error("gen --task flipflop --n=-5 " + tail, "--n needs a positive integer, got '-5'");
-  check_error("gen --task flipflop --n 3 --seed x " + tail, "--seed needs an integer >= 0, got 'x'");
-  check_error("gen --task flipflop:len=-3 --n 3 " + tail, "key 'len' must be an even integer in [4, 1048576], got -3");
-  check_error("gen --task flipflop:len=7 --n 3 " + tail, "key 'len' must be an even integer");
-  check_error("gen --task flipflop:len=abc --n 3 " + tail, "key 'len' needs an integer, got 'abc'");
-  check_error("gen --task wordproblem:group=a6 --n 3 " + tail, "must be one of a5, s5, a4xz5, z60");
-  check_error("gen --task flipflop --n 3 --format xml " + tail, "--format");
-  check_error("gen --task flipflop --n 3 --out {dir}/missing/d.bin", "does not exist");
-  check_error("gen --task flipflop --n 3 --format jsonl --out {dir}/missing/d.jsonl", "does not exist");
-  check_error("gen --task flipflop --n 3", "--out is required");
+  check_refused("gen --task nosuch --n 3 " + tail, "unknown task 'nosuch'; valid: flipflop, wordproblem, mqrar");
+  check_refused("gen --task flipflop:foo=1 --n 3 " + tail, "unknown key 'foo' for task 'flipflop'; valid keys: len, p_ignore");
+  check_refused("gen --task flipflop --split test --n 3 " + tail, "unknown split 'test'");
+  check_refused("gen --task flipflop --n abc " + tail, "--n needs a positive integer, got 'abc'");
+  check_refused("gen --task flipflop --n 0 " + tail, "--n needs a positive integer");
+  check_refused("gen --task flipflop --n=-5 " + tail, "--n needs a positive integer, got '-5'");
+  check_refused("gen --task flipflop --n 3 --seed x " + tail, "--seed needs an integer >= 0, got 'x'");
+  check_refused("gen --task flipflop:len=-3 --n 3 " + tail, "key 'len' must be an even integer in [4, 1048576], got -3");
+  check_refused("gen --task flipflop:len=7 --n 3 " + tail, "key 'len' must be an even integer");
+  check_refused("gen --task flipflop:len=abc --n 3 " + tail, "key 'len' needs an integer, got 'abc'");
+  check_refused("gen --task wordproblem:group=a6 --n 3 " + tail, "must be one of a5, s5, a4xz5, z60");
+  check_refused("gen --task flipflop --n 3 --format xml " + tail, "--format");
+  check_refused("gen --task flipflop --n 3 --out {dir}/missing/d.bin", "does not exist");
+  check_refused("gen --task flipflop --n 3 --format jsonl --out {dir}/missing/d.jsonl", "does not exist");
+  check_refused("gen --task flipflop --n 3", "--out is required");
 }
 
 TEST_CASE("cli train: --precision takes fp32, tf32 or bf16, and not on the CPU engine", "[cli]") {
   for (const std::string cmd : {"train --task flipflop --out {dir}/run", "bench train --task flipflop"}) {
-    check_error(cmd + " --precision f16", "--precision must be fp32, tf32 or bf16, got 'f16'");
-    check_error(cmd + " --precision bf16 --device cpu", "--precision bf16 needs the CUDA engine");
-    check_error(cmd + " --precision tf32 --device cpu", "--precision tf32 needs the CUDA engine");
+    check_refused(cmd + " --precision f16", "--precision must be fp32, tf32 or bf16, got 'f16'");
+    check_refused(cmd + " --precision bf16 --device cpu", "--precision bf16 needs the CUDA engine");
+    check_refused(cmd + " --precision tf32 --device cpu", "--precision tf32 needs the CUDA engine");
   }
   // bf16 attention kernels: head dims 32, 64, 128 (sba stays fp32, so any head dim is fine there).
-  check_error("train --task flipflop --d-model 32 --heads 2 --precision bf16 --out {dir}/run",
+  check_refused("train --task flipflop --d-model 32 --heads 2 --precision bf16 --out {dir}/run",
               "head dim (d_model / heads) of 32, 64 or 128, got 16");
 }
 
@@ -108,21 +96,21 @@ TEST_CASE("cli bench gen: prints tokens_per_s", "[cli]") {
 
 TEST_CASE("cli bench attention: bad arguments name the option, no GPU is one clear error", "[cli]") {
   const std::string shape = " --batch 1 --seq-len 64 --heads 2 --head-dim 64";
-  check_error("bench attention --pe path --dtype f16" + shape, "--dtype must be bf16 or f32, got 'f16'");
-  check_error("bench attention --pe sba --dtype bf16" + shape, "encoding 'sba' has no bf16 kernel");
-  check_error("bench attention --pe nosuch" + shape, "unknown position encoding 'nosuch'");
-  check_error("bench attention --pe path --batch 0 --seq-len 64 --heads 2 --head-dim 64", "--batch needs a positive integer, got 0");
-  check_error("bench attention --pe fox --batch 1 --seq-len 0 --heads 2 --head-dim 64", "--seq-len needs a positive integer, got 0");
-  check_error("bench attention --pe path --batch 1 --seq-len 64 --heads 2 --head-dim 48", "--head-dim 48");
-  check_error("bench attention --pe path --dtype f32 --batch 1 --seq-len 64 --heads 2 --head-dim 256", "--head-dim 256");
-  check_error("bench attention --pe path --iters 0" + shape, "--iters needs a positive integer, got 0");
-  check_error("bench attention --pe path --rotate 0" + shape, "--rotate needs a positive integer, got 0");
-  check_error("bench attention --pe path --batch 1 --seq-len 64 --heads 2", "--head-dim is required");
+  check_refused("bench attention --pe path --dtype f16" + shape, "--dtype must be bf16 or f32, got 'f16'");
+  check_refused("bench attention --pe sba --dtype bf16" + shape, "encoding 'sba' has no bf16 kernel");
+  check_refused("bench attention --pe nosuch" + shape, "unknown position encoding 'nosuch'");
+  check_refused("bench attention --pe path --batch 0 --seq-len 64 --heads 2 --head-dim 64", "--batch needs a positive integer, got 0");
+  check_refused("bench attention --pe fox --batch 1 --seq-len 0 --heads 2 --head-dim 64", "--seq-len needs a positive integer, got 0");
+  check_refused("bench attention --pe path --batch 1 --seq-len 64 --heads 2 --head-dim 48", "--head-dim 48");
+  check_refused("bench attention --pe path --dtype f32 --batch 1 --seq-len 64 --heads 2 --head-dim 256", "--head-dim 256");
+  check_refused("bench attention --pe path --iters 0" + shape, "--iters needs a positive integer, got 0");
+  check_refused("bench attention --pe path --rotate 0" + shape, "--rotate needs a positive integer, got 0");
+  check_refused("bench attention --pe path --batch 1 --seq-len 64 --heads 2", "--head-dim is required");
 
   const std::string ok = "bench attention --pe path_fox --backward --warmup 1 --iters 2 --rotate 2" + shape;
   if (pb::cuda_device_count() == 0) {  // CPU-only build or machine: one line naming the missing piece
-    check_error(ok, pb::cuda_built() ? "no CUDA device is visible" : "this build has no CUDA engine");
-    check_error(ok + " --dtype f32", "CUDA");
+    check_refused(ok, pb::cuda_built() ? "no CUDA device is visible" : "this build has no CUDA engine");
+    check_refused(ok + " --dtype f32", "CUDA");
     return;
   }
   for (const std::string dtype : {"f32", "bf16"}) {
@@ -138,8 +126,8 @@ TEST_CASE("cli bench attention: bad arguments name the option, no GPU is one cle
 }
 
 TEST_CASE("cli: an unknown command is named, with the valid ones", "[cli]") {
-  check_error("nosuch", "unknown command 'nosuch'; valid: list, gen, train, eval, attention, bench, sweep, collect");
-  check_error("list --nosuch", "not expected: --nosuch");  // errors inside a command keep CLI11's message
+  check_refused("nosuch", "unknown command 'nosuch'; valid: list, gen, train, eval, attention, bench, sweep, collect");
+  check_refused("list --nosuch", "not expected: --nosuch");  // errors inside a command keep CLI11's message
 }
 
 TEST_CASE("cli list: each task names its splits", "[cli]") {

@@ -23,23 +23,12 @@ namespace {
 namespace fs = std::filesystem;
 
 using pb::test::RunResult;
+using pb::test::check_refused;
 using pb::test::TempDir;
 using pb::test::run_pathbench;
 
 // A tiny CPU run: a few steps, enough for a checkpoint and eval rows.
 const char* const kTiny = "--layers 1 --d-model 8 --heads 2 --steps 3 --batch 2 --eval-n 4 --device cpu --threads 1";
-
-// Exit 2, one stderr line "pathbench: error: ..." containing `needle`, and `dir` stays empty.
-void check_refused(const std::string& args, const std::string& needle) {
-  TempDir dir("refused");
-  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
-  INFO("args: " << args << "\nstderr: " << r.err);
-  CHECK(r.code == 2);
-  CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK(r.err.find(needle) != std::string::npos);
-  CHECK(fs::is_empty(dir.path));
-}
 
 // Trains the tiny run of `task` into `dir`.
 void train_tiny(const std::string& task, const std::string& dir) {
