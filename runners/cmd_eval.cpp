@@ -1,19 +1,54 @@
 // `pathbench eval`: evaluates a run's checkpoint, on its own task or at another `len` of it (length
 // generalisation; any other change of the spec is refused). Prints one JSON line per split on
-// stdout and appends the rows to the run's eval.jsonl.
+// stdout and appends the rows to the run's eval.jsonl; --errors lists the sequences it got wrong.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "runners/commands.h"
+#include "runners/csv.h"
 #include "runners/trainer.h"
 
 namespace pb {
 
+namespace {
+
+// The sequences of `wrong` as CSV rows: split, example index, wrong and scored targets, then the
+// input, target and predicted tokens (the task's vocabulary names, space-separated) and the
+// positions of the wrong scored targets.
+void add_error_rows(Csv& csv, const Task& task, const std::string& split, const std::vector<WrongSequence>& wrong) {
+  const auto vocab = task.vocab();
+  auto names = [&](const std::vector<int32_t>& ids) {
+    std::string s;
+    for (const int32_t id : ids)
+      s += (s.empty() ? "" : " ") + (id >= 0 && size_t(id) < vocab.size() ? vocab[size_t(id)] : std::to_string(id));
+    return s;
+  };
+  for (const auto& w : wrong) {
+    std::string at;
+    int64_t n_wrong = 0, n_scored = 0;
+    for (size_t t = 0; t < w.input.size(); ++t) {
+      if (!w.scored[t]) continue;
+      ++n_scored;
+      if (w.pred[t] == w.target[t]) continue;
+      ++n_wrong;
+      at += (at.empty() ? "" : " ") + std::to_string(t);
+    }
+    csv.rows.push_back({split, std::to_string(w.index), std::to_string(n_wrong), std::to_string(n_scored),
+                        names(w.input), names(w.target), names(w.pred), at});
+  }
+}
+
+}  // namespace
+
 void add_eval_command(CLI::App& app) {
   struct Opts {
-    std::string run, split, task, device = "auto";
+    std::string run, split, task, device = "auto", errors;
     int n = 0;
   };
   auto o = std::make_shared<Opts>();
@@ -25,6 +60,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--task", o->task, "the run's task spec with another len (default: the run's)")->type_name("SPEC");
   cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n, or its --eval-sizes entry)");
   cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
+  cmd->add_option("--errors", o->errors,
+                  "write the sequences with a wrong scored target to this CSV (split, index, wrong, scored, "
+                  "input, target, prediction, positions)")
+      ->type_name("FILE");
   cmd->callback([o] {
     const std::string config_path = o->run + "/config.json";
     nlohmann::json j;
@@ -45,12 +84,17 @@ void add_eval_command(CLI::App& app) {
     std::vector<int> splits;
     if (!o->split.empty()) splits.push_back(task->split_index(o->split));
     for (int s = 1; o->split.empty() && s < int(task->splits().size()); ++s) splits.push_back(s);
+    Csv errors{{"split", "index", "wrong", "scored", "input", "target", "prediction", "positions"}, {}};
+    std::unique_ptr<AtomicOutput> errors_out;  // opened first: a bad path is refused before evaluating
+    if (!o->errors.empty()) errors_out = std::make_unique<AtomicOutput>(o->errors);
     with_engine(device, [&](auto engine) {
       Transformer<decltype(engine)> model(model_config(cfg, *task), cfg.seed);
       load_checkpoint(model, o->run + "/model.safetensors");
       for (int s : splits) {
         const int n = o->n ? o->n : final_eval_n(cfg, task->splits()[s]);
-        const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task));
+        std::vector<WrongSequence> wrong;
+        const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task), errors_out ? &wrong : nullptr);
+        add_error_rows(errors, *task, r.split, wrong);
         auto row = r.to_json(true);
         row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
         row["len"] = task->seq_len();
@@ -58,6 +102,11 @@ void add_eval_command(CLI::App& app) {
         fmt::print("{}\n", row.dump());
       }
     });
+    if (errors_out) {
+      const std::string text = write_csv(errors);
+      errors_out->write(text.data(), text.size());
+      errors_out->commit();
+    }
   });
 }
 

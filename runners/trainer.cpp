@@ -271,7 +271,8 @@ std::string select_device(const TrainConfig& cfg) {
 }
 
 template <class E>
-EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch) {
+EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch,
+                    std::vector<WrongSequence>* wrong_out) {
   EvalResult r;
   r.split = task.splits()[split];
   const int T = task.seq_len();
@@ -294,6 +295,12 @@ EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_ex
       }
       correct += scored - wrong, r.n += scored, seq_ok += wrong == 0;
       ++r.seq_errors[{wrong, scored}];
+      if (wrong && wrong_out) {
+        const size_t o = size_t(i) * T;
+        wrong_out->push_back({first + i, {b.input.begin() + o, b.input.begin() + o + T},
+                              {b.target.begin() + o, b.target.begin() + o + T}, {pred + o, pred + o + T},
+                              {b.scored.begin() + o, b.scored.begin() + o + T}});
+      }
     }
   }
   r.n_seqs = n_examples;
@@ -327,9 +334,9 @@ void load_checkpoint(Transformer<E>& model, const std::string& path) {
   model.params.from_host(params);
 }
 
-#define PB_INSTANTIATE(E)                                                                 \
-  template EvalResult evaluate<E>(Transformer<E>&, const Task&, int, int, int);           \
-  template void save_checkpoint<E>(const Transformer<E>&, const std::string&);            \
+#define PB_INSTANTIATE(E)                                                                               \
+  template EvalResult evaluate<E>(Transformer<E>&, const Task&, int, int, int, std::vector<WrongSequence>*); \
+  template void save_checkpoint<E>(const Transformer<E>&, const std::string&);                          \
   template void load_checkpoint<E>(Transformer<E>&, const std::string&);
 PB_INSTANTIATE(Cpu32)
 #if PATHBENCH_HAVE_CUDA

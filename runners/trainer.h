@@ -31,6 +31,13 @@ struct EvalResult {
   nlohmann::json to_json(bool with_seq_errors = false) const;
 };
 
+// One evaluated sequence with at least one wrong scored target (`pathbench eval --errors`).
+struct WrongSequence {
+  int64_t index = 0;                       // example index within the split (seed kEvalSeed)
+  std::vector<int32_t> input, target, pred;  // (T)
+  std::vector<uint8_t> scored;             // (T)
+};
+
 struct Batch {
   std::vector<int32_t> input, target;  // (B, T)
   std::vector<uint8_t> scored;         // (B, T)
@@ -41,9 +48,11 @@ struct Batch {
 void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
                 const DatasetReader* data = nullptr);
 
-// Evaluates `n_examples` examples of `split` (seed kEvalSeed) in batches of `batch`.
+// Evaluates `n_examples` examples of `split` (seed kEvalSeed) in batches of `batch`; with `wrong`,
+// appends every sequence that has a wrong scored target to it.
 template <class E>
-EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch);
+EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch,
+                    std::vector<WrongSequence>* wrong = nullptr);
 
 ModelConfig model_config(const TrainConfig& cfg, const Task& task);
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "core/io.h"
 #include "kernels/ops.h"
 #include "core/safetensors.h"
+#include "runners/csv.h"
 #include "runners/trainer.h"
 
 using namespace pb;
@@ -73,6 +75,31 @@ TEST_CASE("train: run directory contents, determinism and eval of the checkpoint
   CHECK(last_eval.find("\"task\":\"flipflop:len=16,p_ignore=") != std::string::npos);
   REQUIRE(run_pathbench("eval --run " + a + " --task flipflop:len=32 --split val_dense").code == 0);
   CHECK(read_file(a + "/eval.jsonl").find("\"len\":32") != std::string::npos);
+
+  // --errors lists exactly the sequences the evaluation counted wrong, with their wrong positions.
+  const RunResult e = run_pathbench("eval --run " + a + " --split val --errors " + a + "/errors.csv");
+  REQUIRE(e.code == 0);
+  const auto row = nlohmann::json::parse(e.out);
+  const Csv csv = read_csv(a + "/errors.csv");
+  const int64_t n_seqs = row["n_seqs"], n_ok = std::llround(row["seq_acc"].get<double>() * double(n_seqs));
+  REQUIRE(n_ok < n_seqs);  // the 40-step model makes mistakes to list
+  CHECK(int64_t(csv.rows.size()) == n_seqs - n_ok);
+  int64_t wrong_total = 0;
+  for (const auto& r : csv.rows) {
+    const auto split_words = [](const std::string& s) {
+      std::vector<std::string> w;
+      for (size_t i = 0, j; i <= s.size(); i = j + 1) w.push_back(s.substr(i, (j = std::min(s.find(' ', i), s.size())) - i));
+      return w;
+    };
+    const auto target = split_words(r[csv.column("target")]), pred = split_words(r[csv.column("prediction")]);
+    REQUIRE(target.size() == 16);
+    REQUIRE(pred.size() == 16);
+    int64_t differ = 0;
+    for (const auto& t : split_words(r[csv.column("positions")])) differ += target[std::stoul(t)] != pred[std::stoul(t)];
+    CHECK(differ == std::stoll(r[csv.column("wrong")]));
+    wrong_total += differ;
+  }
+  CHECK(wrong_total == std::llround((1 - row["acc"].get<double>()) * row["n"].get<double>()));
 }
 
 TEST_CASE("train: --eval-sizes sizes the final evaluation per split, which records per-sequence error counts", "[train]") {

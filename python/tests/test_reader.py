@@ -27,7 +27,7 @@ BUILT = [os.path.join(REPO, d, "pathbench") for d in ("build", "build-dev")]
 EXE = os.environ.get("PATHBENCH") or next((p for p in BUILT if os.path.exists(p)), BUILT[0])
 TRAIN = ["--task", "flipflop:len=16", "--layers", "2", "--d-model", "32", "--heads", "2",
          "--steps", "30", "--batch", "8", "--lr", "0.003", "--warmup", "5", "--eval-n", "32",
-         "--threads", "2"]
+         "--threads", "2", "--device", "cpu"]
 LOSS_RTOL = 1e-6  # float32 C++ against float64 numpy: measured ≤ 4e-8
 try:
     import torch

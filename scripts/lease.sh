@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A sweep that outlives one command on a time-limited GPU machine (a lent GPU whose commands are
+# capped at minutes, an interactive Slurm job): start it detached, look at it from later commands,
+# and finish it by a deadline with its run records packed for the next machine.
+#   scripts/lease.sh start SWEEP [DRAIN_AFTER]  unpacks results/SWEEP/records.tgz into runs/ (when it
+#                                               exists) and starts `sweep sweeps/SWEEP.toml --pack auto`
+#                                               in its own session (setsid), so it survives the command
+#                                               that started it; no run starts after DRAIN_AFTER s
+#   scripts/lease.sh status SWEEP               the sweep's last log lines and its runs by state
+#   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
+#                                               (SIGTERM: runs in flight stay pending and rerun next
+#                                               time), packs the run records (no checkpoints) into
+#                                               results/SWEEP/records.tgz and collects the CSVs
+# PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench). The log is runs/SWEEP.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PB=${PATHBENCH:-build-gpu/pathbench}
+cmd=${1:-}
+s=${2:-}
+[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
+log=runs/$s.log pidfile=runs/$s.pid
+running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+case $cmd in
+  start)
+    running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
+    mkdir -p runs results/"$s"
+    [[ -f results/$s/records.tgz ]] && tar xzf results/"$s"/records.tgz -C .
+    setsid "$PB" sweep sweeps/"$s".toml --pack auto ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
+    echo $! >"$pidfile"
+    echo "started $s (pid $!), log $log"
+    ;;
+  status)
+    tail -5 "$log" || true
+    "$PB" sweep sweeps/"$s".toml --dry-run | awk '{n[$2]++} END {for (k in n) printf "%s %d  ", k, n[k]; print ""}'
+    ;;
+  finish)
+    wait_s=${3:?finish needs WAIT_S}
+    for ((i = 0; i < wait_s && $(running && echo 1 || echo 0); i += 5)); do sleep 5; done
+    if running; then
+      kill -TERM "$(cat "$pidfile")"
+      for ((i = 0; i < 60 && $(running && echo 1 || echo 0); ++i)); do sleep 1; done
+    fi
+    tail -3 "$log"
+    tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
+    "$PB" collect runs/"$s" -o results/"$s"
+    ;;
+  *) echo "usage: scripts/lease.sh start|status|finish SWEEP [S]" >&2; exit 2 ;;
+esac
