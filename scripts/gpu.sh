@@ -69,7 +69,7 @@ if [[ $mode == bench || $mode == all ]]; then
   steps=${BENCH_STEPS:-30}
   echo "framework,config,pe,precision,compiled,layers,d_model,heads,seq_len,batch,vocab,ms_per_step,tokens_per_s,gpu,torch,commit,date" >"$csv.new"
   declare -A task=([flipflop]="flipflop:len=512" [mqrar]="mqrar:n_keys=32,n_values=8160,len=768"
-                   [a5]="wordproblem:group=a5,len=64")
+                   [a5]="wordproblem:group=a5,len=64,bos=0")
   declare -A shape=([flipflop]="--layers 1 --d-model 128 --heads 2 --batch 64"
                     [mqrar]="--layers 2 --d-model 256 --heads 2 --batch 64"
                     [a5]="--layers 4 --d-model 128 --heads 4 --batch 256")
@@ -118,7 +118,7 @@ if [[ $mode == profile ]]; then
   mkdir -p results/bench/ncu
   declare -A pargs=([flipflop]="--task flipflop:len=512 --layers 1 --d-model 128 --heads 2 --batch 64"
                     [mqrar]="--task mqrar:n_keys=32,n_values=8160,len=768 --layers 2 --d-model 256 --heads 2 --batch 64"
-                    [a5]="--task wordproblem:group=a5,len=64 --layers 4 --d-model 128 --heads 4 --batch 256")
+                    [a5]="--task wordproblem:group=a5,len=64,bos=0 --layers 4 --d-model 128 --heads 4 --batch 256")
   for config in ${CONFIGS:-flipflop mqrar a5}; do
     for pe in ${PE:-rope path}; do
       ncu --clock-control none --metrics gpu__time_duration.sum --csv "$BUILD/pathbench" bench train \

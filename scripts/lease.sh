@@ -42,6 +42,7 @@ case $cmd in
       for ((i = 0; i < 60 && $(running && echo 1 || echo 0); ++i)); do sleep 1; done
     fi
     tail -3 "$log"
+    mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
     tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
     "$PB" collect runs/"$s" -o results/"$s"
     ;;

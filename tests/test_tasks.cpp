@@ -233,23 +233,44 @@ TEST_CASE("wordproblem: groups, numbering and axioms", "[tasks][wordproblem]") {
 
 TEST_CASE("wordproblem: targets are prefix products p_t = g_t ∘ p_{t-1}", "[tasks][wordproblem]") {
   for (const char* text : {"wordproblem", "wordproblem:group=s5,len=9", "wordproblem:group=a4xz5,len=20",
-                           "wordproblem:group=z60,len=5"}) {
+                           "wordproblem:group=z60,len=5", "wordproblem:len=6,bos=0"}) {
     const auto task = pb::make_task(text);
     const auto elems = task_elements(*task);
+    const int bos = int(task->spec().get_int("bos"));
+    REQUIRE(task->seq_len() == bos + task->spec().get_int("len"));
+    REQUIRE(task->vocab_size() == int(elems.size()) + bos);
     std::map<Perm, int> id_of;
     for (size_t i = 0; i < elems.size(); ++i) id_of[elems[i]] = int(i);
     for (int s = 0; s < 2; ++s)
       for (uint64_t i = 0; i < 30; ++i) {
         INFO(text << " split " << s << " index " << i);
         const auto ex = task->make_example(5, s, i);
+        if (bos) {  // the BOS token: no target, not scored
+          REQUIRE(ex.input[0] == int(elems.size()));
+          REQUIRE(ex.target[0] == -1);
+          REQUIRE(ex.scored[0] == 0);
+        }
         Perm p = elems[0];
-        for (int t = 0; t < task->seq_len(); ++t) {
+        for (int t = bos; t < task->seq_len(); ++t) {
           p = compose(elems.at(ex.input[t]), p);
           REQUIRE(ex.target[t] == id_of.at(p));
           REQUIRE(ex.scored[t] == 1);
         }
       }
   }
+}
+
+TEST_CASE("wordproblem: the BOS token changes positions, not the elements drawn", "[tasks][wordproblem]") {
+  const auto with = pb::make_task("wordproblem:len=7"), without = pb::make_task("wordproblem:len=7,bos=0");
+  CHECK(with->spec().canonical() == "wordproblem:group=a5,len=7,bos=1");
+  CHECK(with->vocab().back() == "[BOS]");
+  for (int s = 0; s < 3; ++s)
+    for (uint64_t i = 0; i < 20; ++i) {
+      const auto a = with->make_example(3, s, i), b = without->make_example(3, s, i);
+      CHECK(std::vector<int32_t>(a.input.begin() + 1, a.input.end()) == b.input);
+      CHECK(std::vector<int32_t>(a.target.begin() + 1, a.target.end()) == b.target);
+    }
+  CHECK_THROWS_WITH(pb::make_task("wordproblem:bos=2"), Catch::Contains("'bos' must be an integer in [0, 1]"));
 }
 
 TEST_CASE("wordproblem: train, val and test never share a sequence", "[tasks][wordproblem]") {
@@ -266,7 +287,7 @@ TEST_CASE("wordproblem: train, val and test never share a sequence", "[tasks][wo
     CHECK(seen[2].size() > 1);
     // About 3/5 of the 3600 a5 sequences of length 2 are train: 3000 draws from ≈ 2160 cover
     // ≈ 2160·(1 − e^{−3000/2160}) ≈ 1620 distinct ones (sd ≈ 14); val and test ≈ 720 each.
-    if (task->seq_len() == 2 && task->vocab_size() == 60) {
+    if (std::string(text) == "wordproblem:len=2") {
       CHECK(seen[0].size() > 1540);
       CHECK(seen[0].size() < 1700);
       CHECK(seen[1].size() > 500);
@@ -433,11 +454,11 @@ TEST_CASE("dataset jsonl: round trip and meta.json", "[tasks][file]") {
   }
   CHECK(i == 25);
   const auto meta = nlohmann::json::parse(pb::read_file(path + ".meta.json"));
-  CHECK(meta.at("task") == "wordproblem:group=a5,len=5");
+  CHECK(meta.at("task") == "wordproblem:group=a5,len=5,bos=1");
   CHECK(meta.at("split") == "val");
   CHECK(meta.at("seed") == 3);
   CHECK(meta.at("n") == 25);
-  CHECK(meta.at("vocab").size() == 60);
+  CHECK(meta.at("vocab").size() == 61);
   CHECK(meta.at("vocab")[0] == "e");
   CHECK(meta.at("task_meta").at("elements").size() == 60);
 }
