@@ -1,8 +1,7 @@
 #include "core/safetensors.h"
 
-#define XXH_INLINE_ALL
 #include <nlohmann/json.hpp>
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <cstring>
 

@@ -2,8 +2,7 @@
 // over its bytes as they are, so that a changed header field or record reaches the checks behind
 // the checksums: the fuzz target does it to every input, the regression tests to the inputs found.
 #pragma once
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <cstdint>
 #include <cstring>

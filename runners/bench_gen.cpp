@@ -1,10 +1,9 @@
 // `pathbench bench gen`: generation throughput of the binary format, into a memory buffer
 // (generate + pack + XXH3, the work of `gen` without the disk) and through the real writer to a
 // file in /tmp. Prints one machine-readable line per target to stdout, ending in tokens_per_s=<x>.
-#define XXH_INLINE_ALL
 #include <fmt/format.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <algorithm>
 #include <chrono>

@@ -25,8 +25,10 @@ void add_error_rows(Csv& csv, const Task& task, const std::string& split, const 
   const auto vocab = task.vocab();
   auto names = [&](const std::vector<int32_t>& ids) {
     std::string s;
-    for (const int32_t id : ids)
-      s += (s.empty() ? "" : " ") + (id >= 0 && size_t(id) < vocab.size() ? vocab[size_t(id)] : std::to_string(id));
+    for (const int32_t id : ids) {
+      if (!s.empty()) s += ' ';
+      s += id >= 0 && size_t(id) < vocab.size() ? vocab[size_t(id)] : std::to_string(id);
+    }
     return s;
   };
   for (const auto& w : wrong) {
@@ -37,7 +39,8 @@ void add_error_rows(Csv& csv, const Task& task, const std::string& split, const 
       ++n_scored;
       if (w.pred[t] == w.target[t]) continue;
       ++n_wrong;
-      at += (at.empty() ? "" : " ") + std::to_string(t);
+      if (!at.empty()) at += ' ';
+      at += std::to_string(t);
     }
     csv.rows.push_back({split, std::to_string(w.index), std::to_string(n_wrong), std::to_string(n_scored),
                         names(w.input), names(w.target), names(w.pred), at});

@@ -31,15 +31,17 @@ inline std::string shorten_middle(const std::string& text, size_t width) {
 }
 
 // One progress line of at most kProgressWidth columns (79: the cursor stays on an 80-column line):
-// "<label> [#####-----]  50% loss 0.1234 1:02 ETA 1:02".
+// "<label> [#####-----]  50% loss 0.1234 acc 0.987 1:02 ETA 1:02" (acc: the training accuracy on
+// scored targets at the last logging step, once there is one).
 constexpr size_t kProgressWidth = 79;
-inline std::string progress_line(const std::string& label, int step, int total, double loss, double elapsed_s,
-                                 double eta_s) {
+inline std::string progress_line(const std::string& label, int step, int total, double loss, double acc,
+                                 double elapsed_s, double eta_s) {
   constexpr int kBar = 10;
   const double frac = total > 0 ? std::clamp(double(step) / total, 0.0, 1.0) : 1.0;
   const int filled = int(frac * kBar);
-  const std::string tail = fmt::format(" [{}{}] {:3}% loss {:.4f} {} ETA {}", std::string(filled, '#'),
-                                       std::string(kBar - filled, '-'), int(frac * 100), loss,
+  const std::string acc_text = std::isnan(acc) ? "" : fmt::format(" acc {:.3f}", acc);
+  const std::string tail = fmt::format(" [{}{}] {:3}% loss {:.4f}{} {} ETA {}", std::string(filled, '#'),
+                                       std::string(kBar - filled, '-'), int(frac * 100), loss, acc_text,
                                        format_duration(elapsed_s), format_duration(eta_s));
   const size_t room = kProgressWidth > tail.size() + 8 ? kProgressWidth - tail.size() : 8;
   return shorten_middle(label, room) + tail;
@@ -51,8 +53,11 @@ class Progress {
       : total_(total), label_(std::move(label)), out_(out), tty_(isatty(fileno(out))), start_(clock::now()),
         last_(start_) {}
 
-  // Returns true on logging steps (every 1% of the run), where the caller records metrics.
-  bool update(int step, double loss) {
+  // Logging steps: every 1% of the run and the last, where the caller records metrics.
+  bool logs(int step) const { return step % std::max(1, total_ / 100) == 0 || step == total_; }
+
+  // Prints the line when due; `acc` is the latest training accuracy (NaN before the first).
+  void update(int step, double loss, double acc) {
     const auto now = clock::now();
     const double since = std::chrono::duration<double>(now - last_).count();
     const int every = std::max(1, total_ / 20);
@@ -60,7 +65,7 @@ class Progress {
     if (print) {
       const double el = std::chrono::duration<double>(now - start_).count();
       const double eta = step ? el / step * (total_ - step) : 0;
-      const std::string line = progress_line(label_, step, total_, loss, el, eta);
+      const std::string line = progress_line(label_, step, total_, loss, acc, el, eta);
       if (tty_)
         fmt::print(out_, "\r{}\033[K", line);
       else
@@ -68,7 +73,6 @@ class Progress {
       last_ = now;
       open_line_ = tty_;
     }
-    return step % std::max(1, total_ / 100) == 0;
   }
 
   void note(const std::string& msg) {  // a line of its own (evaluation results)

@@ -1,7 +1,6 @@
 #include "runners/train_config.h"
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <fmt/format.h>
 
@@ -13,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -48,6 +48,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--eval-n", c.eval_n, "examples per split of the final evaluation")->capture_default_str();
   cmd.add_option("--eval-sizes", c.eval_sizes,
                  "final-evaluation examples of named splits, SPLIT=N,... (e.g. val_sparse=327680); the others --eval-n");
+  cmd.add_option("--eval-lens", c.eval_lens,
+                 "also evaluate the final model at these task lengths, L,... (length generalisation; each on "
+                 "about as many tokens as the final evaluation at the trained length)")
+      ->type_name("L,...");
   cmd.add_option("--eval-every-n", c.eval_every_n, "examples per split of the periodic evaluations (0: --eval-n)")
       ->capture_default_str();
   cmd.add_option("--eval-batch", c.eval_batch, "sequences per evaluation forward pass (0: auto, by memory)")
@@ -167,6 +171,25 @@ void resolve_eval_sizes(TrainConfig& c) {
   c.eval_sizes = canonical;
 }
 
+// Checks --eval-lens against the task (each length valid for it, none the trained one) and writes
+// it ascending.
+void resolve_eval_lens(TrainConfig& c, const Task& task) {
+  if (c.eval_lens.empty()) return;
+  std::set<int> lens;
+  for (size_t at = 0; at <= c.eval_lens.size();) {
+    const size_t end = std::min(c.eval_lens.find(',', at), c.eval_lens.size());
+    const std::string item = c.eval_lens.substr(at, end - at);
+    at = end + 1;
+    int64_t len = 0;
+    if (!parse_int(item, len) || len < 1 || len > INT_MAX)
+      fail("--eval-lens '{}': expected lengths L,... with L >= 1, got '{}'", c.eval_lens, item);
+    if (len == task.spec().get_int("len")) fail("--eval-lens '{}': {} is the trained length", c.eval_lens, len);
+    make_task(task_at_len(c.task, len));
+    lens.insert(int(len));
+  }
+  c.eval_lens = fmt::format("{}", fmt::join(lens, ","));
+}
+
 // Refuses, before anything is allocated, a run whose tokens per forward pass overflow the engines'
 // int token index (B·T) or whose memory (run_memory_bytes) exceeds the machine's: the host's RAM
 // on the CPU, kMaxGpuBytes per GPU otherwise (the GPU's own limit is caught when allocating).
@@ -191,6 +214,28 @@ int final_eval_n(const TrainConfig& c, const std::string& split) {
   for (const auto& [s, n] : eval_size_items(c.eval_sizes))
     if (s == split) return n;
   return c.eval_n;
+}
+
+std::vector<int> eval_lens(const TrainConfig& c) {
+  std::vector<int> lens;
+  for (size_t at = 0; at < c.eval_lens.size();) {
+    const size_t end = std::min(c.eval_lens.find(',', at), c.eval_lens.size());
+    lens.push_back(std::stoi(c.eval_lens.substr(at, end - at)));  // canonical after resolve()
+    at = end + 1;
+  }
+  return lens;
+}
+
+std::string task_at_len(const std::string& task, int64_t len) {
+  const Spec spec = make_task(task)->spec();
+  std::string text = spec.name();
+  bool has_len = false;
+  for (const auto& [key, value] : spec.items()) {
+    has_len |= key == "len";
+    text += fmt::format("{}{}={}", text == spec.name() ? ":" : ",", key, key == "len" ? std::to_string(len) : value);
+  }
+  if (!has_len) fail("--eval-lens: task '{}' has no len", spec.name());
+  return text;
 }
 
 std::string StopRule::text() const { return fmt::format("{}:{}{}{}", split, metric, at_least ? ">=" : "<=", value); }
@@ -271,6 +316,7 @@ void resolve(TrainConfig& c) {
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
   resolve_stopping(c);
   resolve_eval_sizes(c);
+  resolve_eval_lens(c, *task);
   resolve_precision(c);
   resolve_data_parallel(c);
   check_memory(c, *task);
@@ -292,6 +338,7 @@ nlohmann::json semantic_json(const TrainConfig& c) {
   if (c.patience) j["patience"] = c.patience;
   if (!c.patience_on.empty()) j["patience_on"] = c.patience_on;
   if (!c.eval_sizes.empty()) j["eval_sizes"] = c.eval_sizes;
+  if (!c.eval_lens.empty()) j["eval_lens"] = c.eval_lens;
   return j;
 }
 
@@ -306,6 +353,7 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["patience"] = c.patience;
   j["patience_on"] = c.patience_on;
   j["eval_sizes"] = c.eval_sizes;
+  j["eval_lens"] = c.eval_lens;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;
   j["nccl_id_file"] = c.nccl_id_file;
@@ -338,6 +386,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.eval_n = j.at("eval_n"), c.data = j.at("data");
     c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
     c.eval_sizes = j.value("eval_sizes", ""), c.patience_on = j.value("patience_on", "");
+    c.eval_lens = j.value("eval_lens", "");
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());
   }

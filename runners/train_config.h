@@ -42,6 +42,7 @@ struct TrainConfig {
   // Examples of the final evaluation for named splits, "SPLIT=N,..." in the task's split order
   // after resolve() (the others: eval_n). A rare-event split needs more: flip-flop's sparse reads.
   std::string eval_sizes;
+  std::string eval_lens;  // "L1,L2,...": extra task lengths of the final evaluation (canonical: ascending)
   // Early stopping, judged at the periodic evaluations (StopRule below): stop once the rule holds,
   // or after `patience` evaluations without improvement of `patience_on` (by default the rule's
   // metric, or the first eval split's loss when there is no rule); 0 / "" off. The learning-rate
@@ -93,6 +94,10 @@ void check_eval_task(const Spec& trained, const Spec& eval);
 inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
 // Examples of `split` in the final evaluation: its --eval-sizes entry, else eval_n.
 int final_eval_n(const TrainConfig& c, const std::string& split);
+// The lengths of --eval-lens (empty without it), and the spec of `task` with its len replaced by
+// `len` (pb::Error when the task has no len or rejects this one).
+std::vector<int> eval_lens(const TrainConfig& c);
+std::string task_at_len(const std::string& task, int64_t len);
 
 // Registers the training options on a (sub)command. Option names are the keys of sweep files.
 void add_train_options(CLI::App& cmd, TrainConfig& cfg);

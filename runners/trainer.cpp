@@ -124,6 +124,31 @@ class EarlyStop {
   int best_step_ = -1, since_best_ = 0;
 };
 
+// Accuracy of `pred` (B, T) on the scored targets of `b`; NaN when it has none.
+double scored_accuracy(const int32_t* pred, const Batch& b) {
+  int64_t right = 0, scored = 0;
+  for (size_t i = 0; i < b.target.size(); ++i)
+    if (b.scored[i]) right += pred[i] == b.target[i], ++scored;
+  return scored ? double(right) / double(scored) : NAN;
+}
+
+// The final evaluation of --eval-lens at length `len`: each eval split on about as many tokens as
+// at the trained length (ceil(n · T / len) sequences, n its final_eval_n), rows into eval.jsonl.
+template <class E>
+void eval_at_len(Transformer<E>& model, const TrainConfig& cfg, const Task& trained, int len, int step,
+                 const std::string& dir, Progress& progress) {
+  const auto task = make_task(task_at_len(cfg.task, len));
+  const int64_t T = trained.seq_len();
+  for (int s = 1; s < int(task->splits().size()); ++s) {
+    const int n = int(std::max<int64_t>(1, (final_eval_n(cfg, task->splits()[s]) * T + len - 1) / len));
+    const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task));
+    auto row = r.to_json(true);
+    row["step"] = step, row["split"] = r.split, row["task"] = task->spec().canonical(), row["len"] = task->seq_len();
+    append_line(dir + "eval.jsonl", row.dump());
+    progress.note(fmt::format("eval {} at len {} acc {:.4f} seq_acc {:.4f}", r.split, len, r.acc, r.seq_acc));
+  }
+}
+
 // The training loop of run_training on engine E for one data-parallel rank: fills `result`
 // (status, error, the stop, evaluation time) and `loss`, `step` (the last step trained). The rank
 // trains on examples (s−1)·batch + rank·B + [0, B) of step s, B = batch / world, so the ranks'
@@ -179,14 +204,19 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     }
     fill(1);
     int last = 0;  // the last step trained
+    Batch logged;  // the batch of a logging step, kept while the next one is filled
+    double train_acc = NAN;  // on the scored targets of the last logging step's batch (this rank's shard)
     for (step = 1; step <= cfg.steps; ++step) {
       if (cancelled()) return false;
       model.set_batch(batch.input.data(), batch.target.data(), B, T);
       const double lr = learning_rate(cfg, step);
       train_step.launch(AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
+      const bool log = shard.lead() && progress->logs(step);
+      if (log) std::swap(logged, batch);
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
       std::tie(loss, grad_norm) = train_step.wait();
+      if (log) train_acc = scored_accuracy(model.predictions(), logged);
       last = step;
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // the same global values on every rank
         result["status"] = "diverged";
@@ -195,10 +225,11 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       }
       if (!shard.lead()) continue;
       const double tps = tokens_per_step * step / elapsed();
-      if (progress->update(step, loss) || step == cfg.steps)
+      progress->update(step, loss, train_acc);
+      if (log)
         append_line(dir + "metrics.jsonl",
-                    nlohmann::json{{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                                   {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
+                    nlohmann::json{{"step", step}, {"loss", loss}, {"acc", train_acc}, {"lr", lr},
+                                   {"grad_norm", grad_norm}, {"tokens_per_s", tps}, {"elapsed_s", elapsed()}}.dump());
       if (cfg.eval_every > 0 && step % cfg.eval_every == 0 && step < cfg.steps) {
         const std::string why = stopper.update(run_evals(step, false), step);
         if (!why.empty()) {
@@ -212,6 +243,9 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     if (result["status"] == "ok" && shard.lead()) {
       if (cancelled()) return false;
       result["eval"] = run_evals(step, true);
+      const double t0 = elapsed();
+      for (const int len : eval_lens(cfg)) eval_at_len(model, cfg, task, len, step, dir, *progress);
+      eval_s += elapsed() - t0;
       save_checkpoint(model, dir + "model.safetensors");
     }
   } catch (const std::exception& e) {

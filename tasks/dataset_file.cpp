@@ -2,13 +2,12 @@
 // (payload hashed with XXH3-64 as it is written, header patched last) and the mmap reader.
 #include "tasks/dataset_file.h"
 
-#define XXH_INLINE_ALL
 #include <fcntl.h>
 #include <omp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <algorithm>
 #include <bit>

@@ -3,6 +3,8 @@
 // multiplication table.
 #include "tasks/groups.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -94,14 +96,14 @@ PermGroup PermGroup::make(std::string_view name) {
 std::string PermGroup::element_name(int id) const {
   if (id == 0) return "e";
   const Perm& p = elements_[id];
-  if (name_ == "z60") return "z" + std::to_string(p[0]);
+  if (name_ == "z60") return fmt::format("z{}", p[0]);
   std::string s;
   std::vector<bool> done(p.size());
   for (size_t start = 0; start < p.size(); ++start) {
     if (done[start] || p[start] == start) continue;
-    s += "(" + std::to_string(start);
+    s += fmt::format("({}", start);
     done[start] = true;
-    for (size_t x = p[start]; x != start; x = p[x]) s += " " + std::to_string(x), done[x] = true;
+    for (size_t x = p[start]; x != start; x = p[x]) s += fmt::format(" {}", x), done[x] = true;
     s += ")";
   }
   return s;

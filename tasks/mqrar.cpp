@@ -35,8 +35,8 @@ class Mqrar final : public Task {
 
   std::vector<std::string> vocab() const override {
     std::vector<std::string> v;
-    for (int k = 0; k < n_keys_; ++k) v.push_back("k" + std::to_string(k));
-    for (int x = 0; x < n_values_; ++x) v.push_back("v" + std::to_string(x));
+    for (int k = 0; k < n_keys_; ++k) v.push_back(fmt::format("k{}", k));
+    for (int x = 0; x < n_values_; ++x) v.push_back(fmt::format("v{}", x));
     return v;
   }
 

@@ -7,8 +7,7 @@
 // Split membership is a pure function of the elements (XXH3 of their ids h: val iff h % 5 == 0,
 // test iff h % 5 == 1, else train; 3/5 train, 1/5 each for selection and the held-out report);
 // each split rejection-samples uniform sequences until one belongs to it, so splits are disjoint.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <array>
 

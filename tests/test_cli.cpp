@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -164,16 +165,19 @@ TEST_CASE("progress line: fits 80 columns, keeps both ends of a long label", "[c
   const std::string label = "mqrar:n_keys=32,n_values=8160,len=768,n_back=3 path_fox:beta_clip=0.001";
   for (const double loss : {0.0123, 12.3456})
     for (const double eta : {3.0, 7200.0, 360000.0}) {
-      const std::string line = pb::progress_line(label, 2500, 10000, loss, 61, eta);
+      const std::string line = pb::progress_line(label, 2500, 10000, loss, eta > 5000 ? 0.98765 : NAN, 61, eta);
       INFO(line);
       CHECK(line.size() <= 80);
       CHECK(line.rfind("mqrar:", 0) == 0);
       CHECK(line.find("...") != std::string::npos);
       CHECK(line.find("0.001 [##--------]  25% loss ") != std::string::npos);
       CHECK(line.find(" 1:01 ETA ") != std::string::npos);
+      CHECK((line.find(" acc 0.988 1:01") != std::string::npos) == (eta > 5000));
     }
-  CHECK(pb::progress_line("flipflop rope", 10, 10, 0.5, 3725, 0) ==
+  CHECK(pb::progress_line("flipflop rope", 10, 10, 0.5, NAN, 3725, 0) ==
         "flipflop rope [##########] 100% loss 0.5000 1:02:05 ETA 0:00");
+  CHECK(pb::progress_line("flipflop rope", 10, 10, 0.5, 1.0, 3725, 0) ==
+        "flipflop rope [##########] 100% loss 0.5000 acc 1.000 1:02:05 ETA 0:00");
   CHECK(pb::format_duration(59.6) == "1:00");
   CHECK(pb::shorten_middle("abcdefghij", 7) == "ab...ij");
 }

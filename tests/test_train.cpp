@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "check.h"
@@ -55,6 +56,12 @@ TEST_CASE("train: a 1-layer PaTH model learns short flip-flop to >= 99%", "[trai
   INFO(r.dump(2));
   CHECK(r["status"] == "ok");
   CHECK(r["eval"]["val"]["acc"].get<double>() >= 0.99);
+  // The training accuracy of the last logged batch (its scored reads, against its own targets:
+  // the next batch's would score about 1/2).
+  const std::string metrics = read_file(dir + "/metrics.jsonl");
+  const auto last = nlohmann::json::parse(metrics.substr(metrics.rfind('\n', metrics.size() - 2) + 1));
+  CHECK(last["step"] == 2000);
+  CHECK(last["acc"].get<double>() >= 0.97);
 }
 
 TEST_CASE("train: run directory contents, determinism and eval of the checkpoint", "[train]") {
@@ -143,6 +150,38 @@ TEST_CASE("train: --eval-sizes sizes the final evaluation per split, which recor
   CHECK(read_json(c.out + "/config.json")["eval_sizes"] == "val=24,val_sparse=40");
 }
 
+TEST_CASE("train: --eval-lens evaluates the final model at other lengths, on as many tokens", "[train]") {
+  const TempDir tmp("lens");
+  TrainConfig c = small_config(tmp.file("run"));
+  const std::string id = run_id(c);
+  c.eval_lens = "64,32";
+  resolve(c);
+  CHECK(c.eval_lens == "32,64");  // canonical: ascending
+  CHECK(run_id(c) != id);
+  CHECK(task_at_len(c.task, 64) == "flipflop:len=64,p_ignore=0.8");
+  REQUIRE(run_training(c) == 0);
+  std::map<std::pair<int, std::string>, nlohmann::json> rows;  // (len, split) -> the row
+  const std::string text = read_file(c.out + "/eval.jsonl");
+  for (size_t at = 0; at < text.size(); at = text.find('\n', at) + 1) {
+    const auto e = nlohmann::json::parse(text.substr(at, text.find('\n', at) - at));
+    rows[{e["len"].get<int>(), e["split"].get<std::string>()}] = e;
+  }
+  for (const char* split : {"val", "val_sparse", "val_dense"})
+    for (const int len : {16, 32, 64}) {
+      INFO(split << " at len " << len);
+      REQUIRE(rows.count({len, split}));
+      const auto& e = rows[{len, split}];
+      CHECK(e["n_seqs"] == (64 * 16 + len - 1) / len);  // eval_n 64 sequences of the trained 16 tokens
+      CHECK(e["task"] == task_at_len(c.task, len));
+      CHECK(e.contains("seq_errors"));
+    }
+  // collect keeps one row per split and length, and the option.
+  REQUIRE(run_pathbench("collect " + tmp.path + " -o " + tmp.file("csv")).code == 0);
+  const Csv evals = read_csv(tmp.file("csv") + "/evals.csv");
+  CHECK(evals.rows.size() == 9);
+  for (const auto& r : evals.rows) CHECK(r[evals.column("eval_lens")] == "32,64");
+}
+
 TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]") {
   const TempDir tmp("bad");
   const std::string dir = tmp.file("run");
@@ -159,7 +198,10 @@ TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]"
       // --eval-sizes: SPLIT=N with N >= 1, evaluation splits of the task, each once.
       "train --task flipflop --eval-sizes val=0 --out " + dir, "train --task flipflop --eval-sizes train=5 --out " + dir,
       "train --task flipflop --eval-sizes val --out " + dir, "train --task flipflop --eval-sizes val=5,val=6 --out " + dir,
-      "train --task flipflop --eval-sizes val=5x --out " + dir};
+      "train --task flipflop --eval-sizes val=5x --out " + dir,
+      // --eval-lens: lengths the task accepts, not the trained one.
+      "train --task flipflop:len=16 --eval-lens 16 --out " + dir, "train --task flipflop --eval-lens 33 --out " + dir,
+      "train --task flipflop --eval-lens 0 --out " + dir, "train --task flipflop --eval-lens 64,x --out " + dir};
   // Without CUDA, NCCL or two visible GPUs, --gpus 2 is refused before anything is written.
   if (cuda_device_count() < 2) bad.push_back("train --task flipflop --gpus 2 --out " + dir);
   for (const std::string& args : bad) {

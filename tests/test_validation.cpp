@@ -3,10 +3,9 @@
 // the allocation failure turned into that line), eval specs other than the trained task, corrupt
 // checkpoints, dataset files whose tokens lie outside the task, and run directories `collect`
 // cannot read as runs.
-#define XXH_INLINE_ALL
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
-#include <xxhash.h>
+#include "core/xxhash.h"
 
 #include <algorithm>
 #include <cstring>
