@@ -18,6 +18,7 @@ void add_list_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_train_command(CLI::App& bench);  // `bench train`, in runners/bench_train.cpp
 void add_bench_command(CLI::App& app);
