@@ -133,7 +133,8 @@ class Path : public PositionEncoding<E> {
   class Decoder final : public SoftmaxDecoder<E> {
    public:
     Decoder(const Path& enc, const LayerDims& d, int B)
-        : SoftmaxDecoder<E>(d, B, enc.gate_), enc_(enc), prev_(size_t(B) * 2 * d.H * d.D, S(0)) {}
+        : SoftmaxDecoder<E>(d, B, enc.gate_), rank_(enc.rank_), beta_clip_(enc.beta_clip_),
+          prev_(size_t(B) * 2 * d.H * d.D, S(0)) {}
 
    protected:
     void log_f(S* lf, const DecodeInputs<S>& in) override {
@@ -142,7 +143,7 @@ class Path : public PositionEncoding<E> {
     }
 
     void update_keys(const DecodeInputs<S>& in) override {
-      const int B = in.B, C = in.dims.C, H = in.dims.H, D = in.dims.D, HD = H * D, r = enc_.rank_;
+      const int B = in.B, C = in.dims.C, H = in.dims.H, D = in.dims.D, HD = H * D, r = rank_;
       const auto& p = in.params;
       u1_.resize(size_t(B) * r);
       u2_.resize(size_t(B) * HD);
@@ -155,7 +156,7 @@ class Path : public PositionEncoding<E> {
       conv_step(p[2], in.t, B, HD);                                 // c = SiLU(conv3(u2)), the state moves
       E::l2norm_forward(w_.data(), c_.data(), B * H, D, kEps);      // w = c / sqrt(|c|² + eps)
       head_projection_forward<E>(zb_.data(), in.x, p[3], p[4], B, C, H);  // z_β = x W_β + b_β
-      E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), enc_.beta_clip_);
+      E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), beta_clip_);
       for (int b = 0; b < B; ++b)
         path_key_update(this->keys(b).data(), w_.data() + int64_t(b) * HD, beta_.data() + int64_t(b) * H, in.t, H, D);
     }
@@ -182,7 +183,8 @@ class Path : public PositionEncoding<E> {
       }
     }
 
-    const Path& enc_;
+    int rank_;
+    double beta_clip_;
     std::vector<S> prev_;                                // (B, 2, H·D) u2_{t−1}, u2_{t−2}
     typename E::template Buffer<S> u1_;                  // (B, rank)
     typename E::template Buffer<S> u2_, c_, w_;          // (B, H·D)
