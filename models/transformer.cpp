@@ -4,8 +4,6 @@
 
 namespace pb {
 
-constexpr double kNormEps = 1e-6;
-
 template <class E>
 Transformer<E>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   const int C = cfg.d_model, H = cfg.heads, V = cfg.vocab, F = cfg.ffn;

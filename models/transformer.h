@@ -4,7 +4,8 @@
 // Templated on the engine (models/engine.h): Cpu32 for CPU training, Cpu64 for gradient checks,
 // CudaEngine on the GPU. A training step is set_batch() then run_forward() and backward(), which
 // only enqueue engine ops (on the GPU: capturable in a CUDA graph); forward() does all three
-// steps of a forward pass and returns the loss on the host.
+// steps of a forward pass and returns the loss on the host. Decoder<E> (models/decoder.h) runs the
+// same model token by token with a KV cache.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,6 +16,11 @@
 #include "models/position/position_encoding.h"
 
 namespace pb {
+
+constexpr double kNormEps = 1e-6;  // inside the sqrt of every RMSNorm
+
+template <class E>
+class Decoder;
 
 struct ModelConfig {
   int vocab = 0;
@@ -64,6 +70,7 @@ class Transformer {
   const ModelConfig& config() const { return cfg_; }
 
  private:
+  friend class Decoder<E>;
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo, mlp_norm, w_up, w_down;  // offsets into params
     std::vector<int64_t> pe_params;                             // offsets, in the encoding's order

@@ -8,6 +8,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_gen_command(*bench);
   add_bench_train_command(*bench);
   add_bench_attention_command(*bench);
+  add_bench_decode_command(*bench);
 }
 
 }  // namespace pb

@@ -1,17 +1,21 @@
 // `pathbench eval`: evaluates a run's checkpoint, on its own task or at another `len` of it (length
 // generalisation; any other change of the spec is refused). Prints one JSON line per split on
-// stdout and appends the rows to the run's eval.jsonl; --errors lists the sequences it got wrong.
+// stdout and appends the rows to the run's eval.jsonl. --decode evaluates token by token with the
+// KV cache (runners/decoding.h, CPU engine), its rows marked "decode": true; --errors lists the
+// sequences the (parallel) evaluation got wrong.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "runners/commands.h"
 #include "runners/csv.h"
+#include "runners/decoding.h"
 #include "runners/trainer.h"
 
 namespace pb {
@@ -53,6 +57,7 @@ void add_eval_command(CLI::App& app) {
   struct Opts {
     std::string run, split, task, device = "auto", errors;
     int n = 0;
+    bool decode = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Evaluate a trained run (optionally on another task spec)");
@@ -67,19 +72,15 @@ void add_eval_command(CLI::App& app) {
                   "write the sequences with a wrong scored target to this CSV (split, index, wrong, scored, "
                   "input, target, prediction, positions)")
       ->type_name("FILE");
+  cmd->add_flag("--decode", o->decode, "decode token by token with a KV cache (CPU engine; same results as the parallel forward)");
   cmd->callback([o] {
-    const std::string config_path = o->run + "/config.json";
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_file(config_path));
-    } catch (const nlohmann::json::exception& e) {
-      fail("'{}' is not valid JSON: {}", config_path, e.what());
-    }
-    TrainConfig cfg = config_from_json(j, config_path);
+    TrainConfig cfg = read_run_config(o->run);
     const auto task = make_task(o->task.empty() ? cfg.task : o->task);
     check_eval_task(make_task(cfg.task)->spec(), task->spec());
     if (o->n < 0 || o->n > kMaxEvalN) fail("--n must be in [1, {}], got {}", kMaxEvalN, o->n);
-    cfg.device = o->device;
+    if (o->decode && o->device == "cuda") fail("--decode runs on the CPU engine: use --device cpu or auto");
+    if (o->decode && !o->errors.empty()) fail("--errors lists the parallel evaluation's errors: drop --decode");
+    cfg.device = o->decode ? "cpu" : o->device;
     TrainConfig at_eval = cfg;  // the run's config checked like a new one, at the evaluated length
     at_eval.task = task->spec().canonical();
     resolve(at_eval);
@@ -91,16 +92,24 @@ void add_eval_command(CLI::App& app) {
     std::unique_ptr<AtomicOutput> errors_out;  // opened first: a bad path is refused before evaluating
     if (!o->errors.empty()) errors_out = std::make_unique<AtomicOutput>(o->errors);
     with_engine(device, [&](auto engine) {
-      Transformer<decltype(engine)> model(model_config(cfg, *task), cfg.seed);
+      using E = decltype(engine);
+      Transformer<E> model(model_config(cfg, *task), cfg.seed);
       load_checkpoint(model, o->run + "/model.safetensors");
       for (int s : splits) {
         const int n = o->n ? o->n : final_eval_n(cfg, task->splits()[s]);
+        const int batch = eval_batch_size(cfg, *task);
         std::vector<WrongSequence> wrong;
-        const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task), errors_out ? &wrong : nullptr);
+        EvalResult r;
+        if constexpr (std::is_same_v<E, Cpu32>)
+          r = o->decode ? evaluate_decoding(model, *task, s, n, batch)
+                        : evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
+        else
+          r = evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
         add_error_rows(errors, *task, r.split, wrong);
         auto row = r.to_json(true);
         row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
         row["len"] = task->seq_len();
+        if (o->decode) row["decode"] = true;
         append_line(o->run + "/eval.jsonl", row.dump());
         fmt::print("{}\n", row.dump());
       }

@@ -18,11 +18,13 @@ void add_list_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_attention_command(CLI::App& app);
 void add_bench_train_command(CLI::App& bench);  // `bench train`, in runners/bench_train.cpp
 void add_bench_command(CLI::App& app);
 void add_bench_gen_command(CLI::App& bench);  // `bench gen`, in runners/bench_gen.cpp
 void add_bench_attention_command(CLI::App& bench);  // `bench attention`, in runners/bench_attention.cpp
+void add_bench_decode_command(CLI::App& bench);  // `bench decode`, in runners/bench_decode.cpp
 void add_sweep_command(CLI::App& app);
 void add_collect_command(CLI::App& app);
 void add_table_command(CLI::App& app);

@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   pb::add_gen_command(app);
   pb::add_train_command(app);
   pb::add_eval_command(app);
+  pb::add_generate_command(app);
   pb::add_attention_command(app);
   pb::add_bench_command(app);
   pb::add_sweep_command(app);

@@ -3,6 +3,7 @@
 // the softmax attention kernel's gate and has no parameters.
 #include <cmath>
 
+#include "models/position/decode.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {
@@ -19,7 +20,7 @@ class Alibi final : public PositionEncoding<E> {
     const size_t n = size_t(in.B) * in.T * H;
     if (log_f_.size() != n) {  // depends on the shape only: filled when it changes
       std::vector<S> slopes(n);
-      for (size_t i = 0; i < n; ++i) slopes[i] = -S(std::exp2(-8.0 * double(i % H + 1) / H));  // −m_h
+      for (size_t i = 0; i < n; ++i) slopes[i] = neg_slope(int(i % H), H);
       log_f_.resize(n);
       dlog_f_.resize(n);
       lse_.resize(n);
@@ -33,7 +34,21 @@ class Alibi final : public PositionEncoding<E> {
                                   in.k, in.v, log_f_.data(), softmax_args(in));
   }
 
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
+    return std::make_unique<Decoder>(d, B);
+  }
+
  private:
+  static S neg_slope(int h, int H) { return -S(std::exp2(-8.0 * double(h + 1) / H)); }  // −m_h, h 0-based
+
+  // The cache with the constant gate log f = −m_h.
+  struct Decoder final : SoftmaxDecoder<E> {
+    Decoder(const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, true) {}
+    void log_f(S* lf, const DecodeInputs<S>& in) override {
+      for (int i = 0; i < in.B * in.dims.H; ++i) lf[i] = neg_slope(i % in.dims.H, in.dims.H);
+    }
+  };
+
   typename E::template Buffer<S> log_f_, dlog_f_, lse_;  // (B, T, H); the slopes are fixed, dlog_f_ is unused
 };
 

@@ -1,8 +1,11 @@
 // The base of the encodings that add a relative-position bias table to causal softmax attention
 // (kerple, t5): s_ij = τ q_i·k_j + b_h(i − j). A derived encoding computes the table b (H, T)
 // from its parameters (table()) and maps the table's gradient back onto them (table_backward());
-// the attention, its gradients and `pathbench attention`'s given table are handled here.
+// the attention, its gradients, `pathbench attention`'s given table and decoding are handled here.
 #pragma once
+#include <algorithm>
+
+#include "models/position/decode.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {
@@ -29,6 +32,10 @@ class BiasSoftmax : public PositionEncoding<E> {
     if (!given) table_backward(g, dbias_.data(), in);
   }
 
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
+    return std::make_unique<Decoder>(*this, d, B);
+  }
+
  protected:
   // bias (H, T) = b_h(r), r = 0 .. T − 1, from the parameters in.params.
   virtual void table(S* bias, const AttnInputs<S>& in) = 0;
@@ -36,6 +43,29 @@ class BiasSoftmax : public PositionEncoding<E> {
   virtual void table_backward(const AttnGrads<S>& g, const S* dbias, const AttnInputs<S>& in) = 0;
 
  private:
+  // The cache with the table, recomputed when the sequence outgrows it (b_h(r) does not depend on
+  // the table's length), so in O(1) amortised per token.
+  class Decoder final : public SoftmaxDecoder<E> {
+   public:
+    Decoder(BiasSoftmax& enc, const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, false), enc_(enc) {}
+
+   protected:
+    const S* bias(int T, const DecodeInputs<S>& in, int& stride) override {
+      if (T > length_) {
+        length_ = std::max(T, 2 * length_);
+        table_.resize(size_t(in.dims.H) * length_);
+        enc_.table(table_.data(), {1, length_, in.dims, nullptr, nullptr, nullptr, nullptr, in.params});
+      }
+      stride = length_;
+      return table_.data();
+    }
+
+   private:
+    BiasSoftmax& enc_;
+    int length_ = 0;
+    typename E::template Buffer<S> table_;  // (H, length_)
+  };
+
   typename E::template Buffer<S> lse_;           // (B, T, H)
   typename E::template Buffer<S> bias_, dbias_;  // (H, T)
 };

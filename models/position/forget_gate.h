@@ -22,9 +22,15 @@ class ForgetGate {
     z_.resize(size_t(N) * H);
     log_f_.resize(z_.size());
     dlog_f_.resize(z_.size());
-    head_projection_forward<E>(z_.data(), in.x, in.params[first], in.params[first + 1], N, in.dims.C, H);
-    E::log_sigmoid_forward(log_f_.data(), z_.data(), int64_t(z_.size()));  // log f = log σ(z)
+    log_f_rows(log_f_.data(), z_.data(), in.x, in.params, first, N, in.dims.C, H);
     return log_f_.data();
+  }
+
+  // log f (N, H) of the N rows of x (N, C), z (N, H) scratch; forward() and decoding.
+  static void log_f_rows(S* log_f, S* z, const S* x, std::span<const S* const> params, size_t first, int N,
+                         int C, int H) {
+    head_projection_forward<E>(z, x, params[first], params[first + 1], N, C, H);
+    E::log_sigmoid_forward(log_f, z, int64_t(N) * H);  // log f = log σ(z)
   }
 
   const S* log_f() const { return log_f_.data(); }

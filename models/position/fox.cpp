@@ -1,6 +1,7 @@
 // fox: Forgetting Transformer (Lin et al. 2025). Per head and token a forget gate
 // log f_t = logsigmoid(x_t W_f + b_f); logits scale·q_i·k_j + (G_i − G_j) with G the inclusive prefix
 // sum of log f (the gate term is not scaled).
+#include "models/position/decode.h"
 #include "models/position/forget_gate.h"
 #include "models/position/softmax_args.h"
 
@@ -29,7 +30,20 @@ class Fox final : public PositionEncoding<E> {
     if (!given) gate_.backward(g, in, 0);
   }
 
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
+    return std::make_unique<Decoder>(d, B);
+  }
+
  private:
+  // The cache with the token's forget gate.
+  struct Decoder final : SoftmaxDecoder<E> {
+    Decoder(const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, true), z_(size_t(B) * d.H) {}
+    void log_f(S* lf, const DecodeInputs<S>& in) override {
+      ForgetGate<E>::log_f_rows(lf, z_.data(), in.x, in.params, 0, in.B, in.dims.C, in.dims.H);
+    }
+    typename E::template Buffer<S> z_;  // (B, H)
+  };
+
   ForgetGate<E> gate_;
   typename E::template Buffer<S> lse_;  // (B, T, H)
 };

@@ -1,4 +1,5 @@
 // nope: causal softmax attention with no position information beyond the causal mask.
+#include "models/position/decode.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {
@@ -18,6 +19,10 @@ class Nope final : public PositionEncoding<E> {
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) override {
     E::softmax_attention_backward(g.dq, g.dk, g.dv, (S*)nullptr, g.dout, g.out, lse_.data(), in.q,
                                   in.k, in.v, (const S*)nullptr, softmax_args(in));
+  }
+
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
+    return std::make_unique<SoftmaxDecoder<E>>(d, B, false);
   }
 
  private:

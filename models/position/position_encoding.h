@@ -49,6 +49,31 @@ struct AttnGrads {
   std::span<S* const> dgiven = {};  // with AttnInputs::given: their gradients (overwrite); dx, dparams unused
 };
 
+// Token-by-token decoding (models/decoder.h): the new token of each of B sequences, all at position
+// t (0-based). Host memory: decoding runs on the CPU engines.
+template <class S>
+struct DecodeInputs {
+  int B, t;
+  LayerDims dims;
+  const S* x;  // (B, C) normalised layer input
+  const S* q;  // (B, H, D)
+  const S* k;  // (B, H, D)
+  const S* v;  // (B, H, D)
+  std::span<const S* const> params;  // in the order of params()
+};
+
+// The decoding state of one layer for B sequences: the cache of keys and values and whatever else
+// the encoding keeps between tokens (gate sums, the short convolution's last inputs), O(T) per
+// sequence. Family implementations: decode.h (softmax, with PaTH's key update in path.h), sba.cpp.
+template <class S>
+class AttnDecoder {
+ public:
+  virtual ~AttnDecoder() = default;
+  // out = the attention output of token in.t, the tokens 0 .. t − 1 having been fed before.
+  virtual void step(S* out,  // (B, H, D)
+                    const DecodeInputs<S>& in) = 0;
+};
+
 template <class E>
 class PositionEncoding {
  public:
@@ -62,6 +87,9 @@ class PositionEncoding {
                        const AttnInputs<S>& in) = 0;
   // Backward of the last forward() with the same inputs.
   virtual void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) = 0;
+  // A fresh decoding state for B sequences (CPU engines only: models/decoder.h); it may call back
+  // into this encoding, which must outlive it.
+  virtual std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) = 0;
 };
 
 // The attention op an encoding runs: `bench attention` times that kernel.

@@ -1,6 +1,9 @@
 // rope: rotary position embedding (Su et al.), rotate-half pairing over the whole head dim,
 // applied to q and k before causal softmax attention. Backward: rotate the gradients back.
+#include <cmath>
+
 #include "core/error.h"
+#include "models/position/decode.h"
 #include "models/position/softmax_args.h"
 
 namespace pb {
@@ -39,7 +42,31 @@ class Rope final : public PositionEncoding<E> {
     E::rope_backward(g.dk, g.dk, rope);
   }
 
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
+    return std::make_unique<Decoder>(d, B, base_);
+  }
+
  private:
+  // The cache with q and k rotated once, at the token's position, as kernels/cpu/rope.cpp does.
+  struct Decoder final : SoftmaxDecoder<E> {
+    Decoder(const LayerDims& d, int B, double base) : SoftmaxDecoder<E>(d, B, false), base_(base) {}
+    void position(S* q, S* k, const DecodeInputs<S>& in) override {
+      const int D = in.dims.D, half = D / 2;
+      for (int m = 0; m < half; ++m) {
+        const double angle = in.t * std::pow(base_, -2.0 * m / D);  // t·θ_m
+        const S c = S(std::cos(angle)), s = S(std::sin(angle));
+        for (S* x : {q, k})
+          for (int row = 0; row < in.B * in.dims.H; ++row) {
+            S* r = x + int64_t(row) * D;  // (D)
+            const S x1 = r[m], x2 = r[m + half];
+            r[m] = x1 * c - x2 * s;
+            r[m + half] = x2 * c + x1 * s;
+          }
+      }
+    }
+    double base_;
+  };
+
   double base_;
   typename E::template Buffer<S> q_, k_;  // (B, T, H, D) rotated
   typename E::template Buffer<S> lse_;    // (B, T, H)

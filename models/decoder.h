@@ -1,0 +1,38 @@
+// Token-by-token decoding of a Transformer (CPU engines): B sequences advance together, one token
+// each per step(); each layer keeps its encoding's decoding state (AttnDecoder, position_encoding.h:
+// a KV cache, plus gate sums, PaTH's updated keys and convolution state), O(T·d) per sequence.
+// After feeding tokens 0 .. t the logits are those of the parallel forward at position t.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "models/transformer.h"
+
+namespace pb {
+
+template <class E>
+class Decoder {
+ public:
+  static_assert(!E::on_device, "decoding runs on the CPU engines");
+  using S = typename E::Scalar;
+
+  // Empty caches for B sequences; the model must outlive the decoder and not change meanwhile.
+  Decoder(const Transformer<E>& model, int B);
+  // Feeds one token per sequence (B) at position position(); returns the logits (B, V) of that
+  // position, valid until the next step.
+  const S* step(const int32_t* tokens);
+  int position() const { return t_; }
+  int batch() const { return B_; }
+
+ private:
+  const Transformer<E>& model_;
+  int B_, t_ = 0;
+  std::vector<std::unique_ptr<AttnDecoder<S>>> attn_;  // per layer
+  typename E::template Buffer<int32_t> tokens_;        // (B)
+  typename E::template Buffer<S> x_, h_, x_mid_, rstd_;  // (B, C), (B, C), (B, C), (B)
+  typename E::template Buffer<S> q_, k_, v_, att_;       // (B, H·D)
+  typename E::template Buffer<S> ab_, hh_, logits_;      // (B, 2F), (B, F), (B, V)
+};
+
+}  // namespace pb

@@ -1,0 +1,94 @@
+#include "runners/decoding.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "models/decoder.h"
+
+namespace pb {
+
+TrainConfig read_run_config(const std::string& run) {
+  const std::string path = run + "/config.json";
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}' is not valid JSON: {}", path, e.what());
+  }
+  return config_from_json(j, path);
+}
+
+EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, int split, int n_examples,
+                             int batch) {
+  EvalResult r;
+  r.split = task.splits()[split];
+  const int T = task.seq_len(), V = model.config().vocab;
+  Batch b;
+  std::vector<int32_t> column(batch), target(batch), pred(size_t(batch) * T), argmax(batch);  // (B), (B), (B, T), (B)
+  std::vector<float> loss(size_t(batch) * T), row_loss(batch);                               // (B, T), (B)
+  int64_t correct = 0, n_targets = 0, seq_ok = 0;
+  double loss_sum = 0;
+  for (int first = 0; first < n_examples; first += batch) {
+    const int B = std::min(batch, n_examples - first);
+    fill_batch(b, task, kEvalSeed, split, first, B);
+    Decoder<Cpu32> dec(model, B);
+    for (int t = 0; t < T; ++t) {
+      for (int i = 0; i < B; ++i) column[i] = b.input[size_t(i) * T + t], target[i] = b.target[size_t(i) * T + t];
+      const float* logits = dec.step(column.data());  // (B, V)
+      cross_entropy_forward(row_loss.data(), argmax.data(), logits, target.data(), B, V);
+      for (int i = 0; i < B; ++i) pred[size_t(i) * T + t] = argmax[i], loss[size_t(i) * T + t] = row_loss[i];
+    }
+    for (int i = 0; i < B; ++i) {
+      int64_t wrong = 0, scored = 0;
+      for (int t = 0; t < T; ++t) {
+        const size_t o = size_t(i) * T + t;
+        if (b.target[o] >= 0) loss_sum += loss[o], ++n_targets;
+        if (!b.scored[o]) continue;
+        wrong += pred[o] != b.target[o], ++scored;
+      }
+      correct += scored - wrong, r.n += scored, seq_ok += wrong == 0;
+      ++r.seq_errors[{wrong, scored}];
+    }
+  }
+  r.n_seqs = n_examples;
+  r.acc = r.n ? double(correct) / r.n : 0.0;
+  r.seq_acc = double(seq_ok) / n_examples;
+  r.loss = n_targets ? loss_sum / n_targets : 0.0;
+  return r;
+}
+
+std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std::string>& vocab,
+                                  const std::string& where) {
+  std::vector<int32_t> ids;
+  std::istringstream words(line);
+  for (std::string w; words >> w;) {
+    const auto it = std::find(vocab.begin(), vocab.end(), w);
+    if (it == vocab.end()) {
+      std::string names;
+      for (const auto& v : vocab) names += (names.empty() ? "" : " ") + v;
+      fail("{}: unknown token '{}'; the task's tokens: {}", where, w, names);
+    }
+    ids.push_back(int32_t(it - vocab.begin()));
+  }
+  if (ids.empty()) fail("{}: empty prompt (one prompt per line, tokens separated by spaces)", where);
+  return ids;
+}
+
+std::vector<int32_t> greedy_continuation(const Transformer<Cpu32>& model, const std::vector<int32_t>& prompt,
+                                         int max_new) {
+  const int V = model.config().vocab;
+  Decoder<Cpu32> dec(model, 1);
+  const float* logits = nullptr;  // (1, V)
+  for (int32_t token : prompt) logits = dec.step(&token);
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_new; ++i) {
+    const int32_t next = int32_t(std::max_element(logits, logits + V) - logits);  // lowest on ties
+    out.push_back(next);
+    if (i + 1 < max_new) logits = dec.step(&next);
+  }
+  return out;
+}
+
+}  // namespace pb
