@@ -1,28 +1,26 @@
-// `pathbench plot CSV --figure F -o FIG.svg`: a figure from evals.csv with the built-in SVG
-// writer. One series per encoding (fixed colour and marker, results.h), one panel per value of
-// the settings that vary besides the axes, mean ± 1 sd over seeds, the best lr per point.
-// The same CSV gives the same bytes. A PNG is written beside it when rsvg-convert is on PATH.
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
+// `pathbench plot CSV --figure F -o FIG.svg`: a figure from evals.csv (or, for --figure curves,
+// history.csv) with the built-in SVG writer. One series per encoding (fixed colour and marker,
+// results.h), one panel per combination of the settings that vary besides the axes, panels and x
+// values in value order (numbers by value, also inside specs). A point is the mean over seeds of
+// the configuration `table --best-over --select-on` chooses; its interval is the one `table`
+// prints: the 95% nested bootstrap from seqstats.csv beside the CSV, else ± 1 sd over seeds (the
+// caption says which). Intervals are cut at the axis; on the log axis of error rates a cell
+// without any error is drawn as the upper bound 3/N with a downward arrow. The caption names the
+// task, split, metric, sequences per evaluation and seeds per point. The same CSV gives the same
+// bytes. A PNG is written beside it when rsvg-convert is on PATH.
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
+#include <cstdint>
 #include <memory>
-#include <tuple>
 
 #include "core/error.h"
-#include "core/io.h"
 #include "core/spec.h"
 #include "runners/commands.h"
-#include "runners/results.h"
-#include "runners/svg.h"
-
-extern char** environ;
+#include "runners/plot.h"
 
 namespace pb {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -40,21 +38,10 @@ Figure figure_of(const std::string& name) {
   if (name == "acc-vs-depth") return {"layers", Axis::Linear, false, "layers", {"task", "d_model", "heads", "steps", "batch"}};
   if (name == "acc-vs-length")
     return {"len", Axis::Log2, false, "sequence length", {"train_task", "layers", "d_model", "heads", "steps", "batch"}};
-  return {"split", Axis::Category, true, "evaluation split", {"task", "layers", "d_model", "heads", "steps", "batch"}};
+  if (name == "error-rate")
+    return {"split", Axis::Category, true, "evaluation split", {"task", "layers", "d_model", "heads", "steps", "batch"}};
+  fail("--figure {}: unknown; use acc-vs-depth, acc-vs-length, error-rate or curves", name);
 }
-
-struct PlotOptions {
-  std::string csv, figure, out, split, metric = "acc", best_over = "lr", select_on = "val";
-  std::vector<std::string> where;
-};
-
-constexpr double kPanelW = 300, kPanelH = 230, kLeft = 58, kRight = 14, kTop = 30, kBottom = 46;
-constexpr double kLegendW = 190;
-
-struct Scale {
-  double lo, hi, from, to;  // data range -> pixel range
-  double operator()(double v) const { return from + (v - lo) / (hi - lo) * (to - from); }
-};
 
 std::string spec_value(const std::string& spec, const std::string& key) {
   const auto at = spec.find(key + "=", spec.find(':'));
@@ -64,31 +51,90 @@ std::string spec_value(const std::string& spec, const std::string& key) {
   return spec.substr(at + key.size() + 1, spec.find(',', at) - at - key.size() - 1);
 }
 
-// Writes a PNG beside the SVG if rsvg-convert is installed (optional).
-void write_png(const std::string& svg_path) {
-  const char* path = std::getenv("PATH");
-  bool found = false;
-  for (std::string_view p = path ? path : ""; !found && !p.empty();) {
-    const auto colon = p.find(':');
-    found = ::access((std::string(p.substr(0, colon)) + "/rsvg-convert").c_str(), X_OK) == 0;
-    p = colon == std::string_view::npos ? std::string_view() : p.substr(colon + 1);
+// One encoding at one x of one panel, in the figure's units (error rate or the metric).
+struct Point {
+  double y = 0, lo = 0, hi = 0;  // mean over seeds and its interval
+  bool bound = false;            // no error in N: y is the upper bound 3/N
+  size_t seeds = 0;
+};
+
+// The column a figure reads: error-rate figures of acc read error_rate where the CSV has it, as
+// `table --metric error_rate` does.
+std::string value_column(const Csv& csv, const PlotOptions& o, const Figure& fig) {
+  return fig.error_rate && o.metric == "acc" && csv.has("error_rate") ? "error_rate" : o.metric;
+}
+
+// The points of every cell with the statistics of `table`: the nested bootstrap when every row
+// has its counts in seqstats.csv (`bootstrap` says whether), else ± 1 sd.
+std::map<Key, Point, KeyLess> points_of(const Csv& csv, const PlotOptions& o, const Figure& fig,
+                                        const std::vector<size_t>& rows, const std::vector<std::string>& keys,
+                                        bool& bootstrap) {
+  const std::string column = value_column(csv, o, fig);
+  const bool flip = fig.error_rate && column != "error_rate";  // the figure draws 1 − column
+  const Cells cells = aggregate(csv, rows, keys, column, "", false);
+  if (cells.empty()) fail("{}: no values in column '{}' for the selection", o.csv, column);
+  auto by_cell = cell_rows(csv, rows, keys, column);
+  const SeqStats stats = seqstats_beside(o.csv);
+  bootstrap = !stats.empty();
+  for (const auto& [key, rs] : by_cell)
+    for (size_t r : rs) bootstrap = bootstrap && row_hist(csv, stats, r) != nullptr;
+  HistMetric hm{};
+  parse_hist_metric(o.metric, hm);
+  if (fig.error_rate && hm == HistMetric::acc) hm = HistMetric::error_rate;
+  const std::string n_col = o.metric == "seq_acc" ? "n_seqs" : "n";
+  std::map<Key, Point, KeyLess> out(KeyLess{keys});
+  for (const auto& [key, st] : cells) {
+    Point p;
+    p.seeds = st.n;
+    p.y = flip ? 1 - st.mean : st.mean;
+    if (bootstrap) {
+      const CellInterval ci = cell_interval(csv, stats, by_cell[key], hm);
+      const bool complement = fig.error_rate && hm == HistMetric::seq_acc;  // 1 − seq_acc
+      p.lo = complement ? 1 - ci.ci.hi : ci.ci.lo;
+      p.hi = complement ? 1 - ci.ci.lo : ci.ci.hi;
+      if (ci.no_error() && fig.error_rate) p.bound = true, p.y = p.lo = p.hi = ci.bound();
+      if (ci.no_error() && !fig.error_rate) p.lo = 1 - ci.bound(), p.hi = 1;
+    } else {
+      p.lo = p.y - st.sd, p.hi = p.y + st.sd;
+      if (fig.error_rate && p.y <= 0) {
+        double n = 0;
+        for (size_t r : by_cell[key]) n += number(csv.rows[r][csv.column(n_col)], n_col);
+        p.bound = n > 0, p.y = p.lo = p.hi = n > 0 ? 3 / n : 0;
+      }
+    }
+    out.emplace(key, p);
   }
-  if (!found) return;
-  const std::string png = fs::path(svg_path).replace_extension(".png").string(), tmp = png + ".tmp";
-  std::vector<std::string> args = {"rsvg-convert", "-o", tmp, svg_path};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  int status = 1;
-  if (::posix_spawnp(&pid, "rsvg-convert", nullptr, nullptr, argv.data(), environ) == 0) ::waitpid(pid, &status, 0);
-  if (status == 0 && std::rename(tmp.c_str(), png.c_str()) == 0) return;
-  std::remove(tmp.c_str());
-  fmt::print(stderr, "plot: rsvg-convert failed; no PNG written\n");
+  return out;
+}
+
+void draw_point(Svg& svg, const Point& pt, double X, const YAxis& axis, const Scale& sy, const EncodingStyle& style,
+                const std::string& x, const std::string& pe) {
+  svg.open(fmt::format("g class=\"point\" data-x=\"{}\" data-y=\"{:.6g}\" data-lo=\"{:.6g}\" data-hi=\"{:.6g}\"{}",
+                       xml_escape(x), pt.y, pt.lo, pt.hi, pt.bound ? " data-bound=\"1\"" : ""));
+  svg.title(pt.bound ? fmt::format("{}, {}: < {:.3g} (no error), {} seeds", pe, x, pt.y, pt.seeds)
+                         : fmt::format("{}, {}: {:.4g} [{:.4g}, {:.4g}], {} seeds", pe, x, pt.y, pt.lo, pt.hi, pt.seeds));
+  const std::string stroke = fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour);
+  const double Y = sy(axis.at(pt.y));
+  if (pt.bound) {  // an upper bound: the open marker at 3/N and an arrow down, inside the frame
+    const double end = std::min(Y + 16, sy.from);
+    if (end > Y + 6) {
+      svg.line(X, Y + 5, X, end, stroke);
+      svg.polyline({{X - 3, end - 4}, {X, end}, {X + 3, end - 4}}, stroke);
+    }
+  } else if (pt.lo != pt.hi) {
+    const Bar bar = clip_bar(pt.lo, pt.hi, axis, sy);
+    svg.line(X, bar.y_lo, X, bar.y_hi, stroke);
+    if (bar.cap_lo) svg.line(X - 3, bar.y_lo, X + 3, bar.y_lo, stroke);
+    if (bar.cap_hi) svg.line(X - 3, bar.y_hi, X + 3, bar.y_hi, stroke);
+  }
+  svg.marker(X, Y, style, pt.bound);
+  svg.close("g");
 }
 
 void run_plot(PlotOptions o) {
+  if (o.figure == "curves") return plot_curves(o);
   const Figure fig = figure_of(o.figure);
+  if (o.metric == "loss") fail("--metric loss: only --figure curves draws the loss");
   const Csv csv = read_csv(o.csv);
   const std::vector<std::string> user_where = o.where;
   if (!o.split.empty()) o.where.push_back("split=" + o.split);
@@ -101,24 +147,32 @@ void run_plot(PlotOptions o) {
     if (splits.size() > 1) fail("{}: several splits ({}); choose one with --split", o.csv, list);
   }
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);
-  std::vector<std::string> facets;
-  for (const auto& f : fig.facets)
-    if (csv.has(f) && distinct(csv, rows, f).size() > 1) facets.push_back(f);
+  const std::vector<std::string> facets = varying(csv, rows, fig.facets);
   std::vector<std::string> keys = facets;
   keys.insert(keys.end(), {"pe", fig.x});
-  std::string note;  // the choices: `table --best-over` prints them; the figure names the rule
-  if (csv.has(o.best_over))
-    rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, o.metric, keys, rows, false, note);
-  const Cells cells = aggregate(csv, rows, keys, o.metric, "", false);
-  if (cells.empty()) fail("{}: no values in column '{}' for the selection", o.csv, o.metric);
+  std::string note;  // the choices: `table --best-over` prints them; the caption names the rule
+  const bool choose = csv.has(o.best_over);
+  const std::string column = value_column(csv, o, fig);
+  if (choose)
+    rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, user_where}, column, keys, rows, column == "error_rate",
+                       note);
+  bool bootstrap = false;
+  const auto points = points_of(csv, o, fig, rows, keys, bootstrap);
 
   // Panels, series and x positions, all in value order.
   std::vector<Key> panels;
-  for (const auto& [key, st] : cells) {
+  size_t seeds_lo = SIZE_MAX, seeds_hi = 0;
+  bool any_bound = false, any_cut = false;
+  std::vector<double> ends;  // every value > 0 that the log axis must show
+  for (const auto& [key, pt] : points) {
     const Key p(key.begin(), key.begin() + static_cast<long>(facets.size()));
     if (panels.empty() || panels.back() != p) panels.push_back(p);
+    seeds_lo = std::min(seeds_lo, pt.seeds), seeds_hi = std::max(seeds_hi, pt.seeds);
+    any_bound = any_bound || pt.bound;
+    for (double v : {pt.y, pt.lo, pt.hi}) ends.push_back(v);
+    if (pt.bound) ends.push_back(pt.y / 10);  // room for the arrow
   }
-  const auto series = distinct(csv, rows, "pe"), series_labels = labels("pe", series);
+  const auto series = distinct(csv, rows, "pe");
   const auto xs = distinct(csv, rows, fig.x);
   auto x_pos = [&](const std::string& v) {
     if (fig.axis == Axis::Category) return double(std::find(xs.begin(), xs.end(), v) - xs.begin());
@@ -126,59 +180,48 @@ void run_plot(PlotOptions o) {
     return fig.axis == Axis::Log2 ? std::log2(d) : d;
   };
   const double x_lo = x_pos(xs.front()) - 0.5, x_hi = x_pos(xs.back()) + 0.5;
+  const YAxis axis = fig.error_rate ? log_axis(ends) : YAxis{false, 0, 1};
+  for (const auto& [key, pt] : points)
+    any_cut = any_cut || (!pt.bound && pt.lo != pt.hi && (!axis.inside(pt.lo) || !axis.inside(pt.hi)));
 
-  // y: [0, 1], or error rates on a log axis reaching the resolution 1/n, where zeros are drawn.
-  const std::string n_col = o.metric == "seq_acc" ? "n_seqs" : "n";
-  double n_max = 0;
-  if (fig.error_rate && csv.has(n_col))
-    for (size_t r : rows)
-      if (const auto& v = csv.rows[r][csv.column(n_col)]; !v.empty()) n_max = std::max(n_max, number(v, n_col));
-  const double floor_y = n_max > 0 ? 1 / n_max : 1e-6;
-  double y_min = floor_y;
-  for (const auto& [key, st] : cells) {
-    const double err = 1 - st.mean;
-    if (err > 0) y_min = std::min(y_min, err - st.sd > 0 ? err - st.sd : err);
-  }
-  const double decade_lo = std::floor(std::log10(y_min));
-  auto y_val = [&](double v) { return fig.error_rate ? std::log10(std::max(v, floor_y)) : v; };
+  // Caption: what is drawn, from which statistics, over how many sequences and seeds.
+  const std::string what = fig.error_rate ? "error rate (1 − " + o.metric + ")" : o.metric == "acc" ? "accuracy" : o.metric;
+  const std::string split_text = fig.x == "split" ? fmt::format("{}", fmt::join(xs, ", ")) : o.split;
+  std::vector<std::string> caption = {fmt::format(
+      "{}: {}{}", task_text(csv, rows, {fig.axis == Axis::Log2 ? "train_task" : "task", "task"}), what,
+      split_text.empty() ? "" : " on " + split_text)};
+  caption.push_back(fmt::format(
+      "Point: mean over seeds{}. Bar: {}.", choose ? fmt::format(" ({} chosen per encoding on {}, as in table)", o.best_over, o.select_on) : "",
+      bootstrap ? fmt::format("95% nested bootstrap interval (seeds, then sequences within each seed; {} replicates)",
+                              kBootstrapReplicates)
+                : "± 1 sd over seeds (no seqstats.csv beside the CSV, so no bootstrap interval)"));
+  const std::string n_seqs = csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", fig.x) : "";
+  caption.push_back(fmt::format("{}{} per point.", n_seqs.empty() ? "" : "n = " + n_seqs + " sequences per evaluation; ",
+                                seeds_lo == seeds_hi ? fmt::format("{} seeds", seeds_lo)
+                                                     : fmt::format("{}–{} seeds", seeds_lo, seeds_hi)));
+  if (any_bound)
+    caption.push_back(fmt::format("Open marker with a downward arrow: no error in N {} over all seeds, drawn at the "
+                                  "upper bound 3/N (one-sided 95%).", o.metric == "seq_acc" ? "sequences" : "scored targets"));
+  if (any_cut) caption.push_back("A bar end without a cap continues beyond the axis.");
 
   const size_t n_cols = std::min<size_t>(panels.size(), 3), n_rows = (panels.size() + n_cols - 1) / n_cols;
+  const double width = double(n_cols) * kPanelW + kLegendW;
   Svg svg;
+  svg.open("g class=\"caption\"");
+  const double top = draw_caption(svg, caption, width);
+  svg.close("g");
   for (size_t p = 0; p < panels.size(); ++p) {
-    const double px = double(p % n_cols) * kPanelW, py = double(p / n_cols) * kPanelH;
+    const double px = double(p % n_cols) * kPanelW, py = top + double(p / n_cols) * kPanelH;
     const Scale sx{x_lo, x_hi, px + kLeft, px + kPanelW - kRight};
-    const Scale sy{fig.error_rate ? decade_lo : 0.0, fig.error_rate ? 0.0 : 1.0, py + kPanelH - kBottom, py + kTop};
-    std::string title;
-    for (size_t f = 0; f < facets.size(); ++f) {
-      const auto values = distinct(csv, rows, facets[f]);
-      const auto label = labels(facets[f], values)[std::find(values.begin(), values.end(), panels[p][f]) - values.begin()];
-      const bool spec = facets[f] == "task" || facets[f] == "train_task";
-      title += (f ? ", " : "") + (spec ? label : facets[f] + "=" + label);
-    }
+    const Scale sy{axis.lo, axis.hi, py + kPanelH - kBottom, py + kTop};
     svg.open("g class=\"panel\"");
-    svg.text(px + (kLeft + kPanelW - kRight) / 2, py + kTop - 10, title, "middle", 11);
-    svg.rect(sx.to < sx.from ? sx.to : sx.from, sy.to, sx.to - sx.from, sy.from - sy.to,
-             "fill=\"none\" stroke=\"#333333\"");
-    const std::string grid = "stroke=\"#dddddd\" stroke-width=\"0.8\"";
-    if (fig.error_rate) {
-      for (double d = decade_lo; d <= 0; d += 1) {
-        svg.line(sx.from, sy(d), sx.to, sy(d), grid);
-        svg.text(sx.from - 5, sy(d) + 4, d == 0 ? "1" : fmt::format("1e{}", d), "end", 10);
-      }
-    } else {
-      for (int i = 0; i <= 5; ++i) {
-        svg.line(sx.from, sy(i / 5.0), sx.to, sy(i / 5.0), grid);
-        svg.text(sx.from - 5, sy(i / 5.0) + 4, fmt::format("{:.1f}", i / 5.0), "end", 10);
-      }
-    }
+    svg.text(px + (kLeft + kPanelW - kRight) / 2, py + kTop - 10, panel_title(csv, rows, facets, panels[p]), "middle", 11);
+    draw_y_axis(svg, axis, sx, sy, what, px + 16);
     for (const auto& x : xs) {
       svg.line(sx(x_pos(x)), sy.from, sx(x_pos(x)), sy.from + 4, "stroke=\"#333333\"");
       svg.text(sx(x_pos(x)), sy.from + 16, x, "middle", 10);
     }
     svg.text((sx.from + sx.to) / 2, py + kPanelH - 10, fig.x_label, "middle", 11);
-    svg.text(px + 16, (sy.from + sy.to) / 2,
-             fig.error_rate ? "error rate (1 − " + o.metric + ")" : o.metric == "acc" ? "accuracy" : o.metric,
-             "middle", 11, -90);
     if (fig.axis == Axis::Log2 && csv.has("train_task")) {  // dashed line at the training length
       const size_t tt = std::find(facets.begin(), facets.end(), "train_task") - facets.begin();
       const auto trained = tt < facets.size() ? std::vector<std::string>{panels[p][tt]}
@@ -192,78 +235,53 @@ void run_plot(PlotOptions o) {
       const EncodingStyle style = encoding_style(series[s]);
       const double dodge = (double(s) - double(series.size() - 1) / 2) * 4;
       std::vector<std::pair<double, double>> line;
-      std::vector<std::tuple<double, double, double, double, bool>> points;  // x, y, y_lo, y_hi, zero
+      std::vector<std::pair<std::string, const Point*>> here;
       for (const auto& x : xs) {
         Key k = panels[p];
         k.insert(k.end(), {series[s], x});
-        auto it = cells.find(k);
-        if (it == cells.end()) continue;
-        const Stat& st = it->second;
-        const double v = fig.error_rate ? 1 - st.mean : st.mean;
-        const double X = sx(x_pos(x)) + dodge;
-        line.emplace_back(X, sy(y_val(v)));
-        points.emplace_back(X, sy(y_val(v)), sy(y_val(v - st.sd)), sy(y_val(v + st.sd)), fig.error_rate && v <= 0);
+        const auto it = points.find(k);
+        if (it == points.end()) continue;
+        here.emplace_back(x, &it->second);
+        line.emplace_back(sx(x_pos(x)) + dodge, sy(axis.at(it->second.y)));
       }
-      if (points.empty()) continue;
+      if (here.empty()) continue;
       svg.open(fmt::format("g class=\"series\" data-pe=\"{}\"", xml_escape(series[s])));
-      const std::string stroke = fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour);
-      if (fig.axis != Axis::Category && line.size() > 1) svg.polyline(line, stroke);
-      for (const auto& [X, Y, lo, hi, zero] : points) {
-        if (lo != hi) {
-          svg.line(X, lo, X, hi, stroke);
-          svg.line(X - 3, lo, X + 3, lo, stroke);
-          svg.line(X - 3, hi, X + 3, hi, stroke);
-        }
-        svg.marker(X, Y, style, zero);
-      }
+      if (fig.axis != Axis::Category && line.size() > 1)
+        svg.polyline(line, fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour));
+      for (const auto& [x, pt] : here) draw_point(svg, *pt, sx(x_pos(x)) + dodge, axis, sy, style, x, series[s]);
       svg.close("g");
     }
     svg.close("g");
   }
-  // Legend: encodings in the fixed order, then notes.
-  const double lx = double(n_cols) * kPanelW + 10;
-  double ly = kTop;
-  svg.open("g class=\"legend\"");
-  for (size_t s = 0; s < series.size(); ++s) {
-    svg.marker(lx + 8, ly, encoding_style(series[s]), false);
-    svg.text(lx + 20, ly + 4, series_labels[s], "start", 11);
-    ly += 18;
-  }
-  std::vector<std::string> notes = {"mean ± 1 sd over seeds"};
-  if (csv.has(o.best_over)) notes.push_back(fmt::format("{} chosen on {},", o.best_over, o.select_on));
-  if (fig.error_rate) notes.push_back("open marker: no errors,");
-  if (fig.error_rate) notes.push_back(n_max > 0 ? fmt::format("i.e. < 1/n (n = {:g})", n_max) : "drawn at 1e-6");
-  if (!o.split.empty()) notes.push_back("split: " + o.split);
-  for (const auto& note : notes) {
-    ly += 4;
-    svg.text(lx, ly + 4, note, "start", 9);
-    ly += 14;
-  }
-  svg.close("g");
-  const double width = double(n_cols) * kPanelW + kLegendW, height = std::max(double(n_rows) * kPanelH, ly + 10);
-  write_file_atomic(o.out, svg.finish(width, height));
-  fmt::print(stderr, "plot: {} ({} panels, {} encodings)\n", o.out, panels.size(), series.size());
-  write_png(o.out);
+  const double legend_end = draw_legend(svg, double(n_cols) * kPanelW + 10, top + kTop, series, false);
+  const double height = std::max(top + double(n_rows) * kPanelH, legend_end + 10);
+  write_figure(o.out, svg, width, height, panels.size(), series.size());
 }
 
 }  // namespace
 
 void add_plot_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("plot", "Draw an SVG figure from evals.csv");
+  auto* cmd = app.add_subcommand("plot", "Draw an SVG figure from evals.csv (or history.csv: --figure curves)");
+  cmd->footer(
+      "Points are means over seeds of the configuration `table --best-over/--select-on` chooses; bars are the 95% "
+      "nested bootstrap interval `table` prints when seqstats.csv lies beside the CSV, else ± 1 sd over seeds (the "
+      "caption says which). On the log axis of error-rate, a cell with no error in N is drawn at the bound 3/N with "
+      "a downward arrow. curves: history.csv, x = step, the mean over seeds with a min–max band, lr chosen on the "
+      "final evaluation (evals.csv beside it, else the last point of each run).");
   auto o = std::make_shared<PlotOptions>();
-  cmd->add_option("csv", o->csv, "evals.csv from `pathbench collect`")->type_name("FILE")->required();
-  cmd->add_option("--figure", o->figure, "what to draw")
-      ->required()
-      ->check(CLI::IsMember({"acc-vs-depth", "acc-vs-length", "error-rate"}));
+  cmd->add_option("csv", o->csv, "evals.csv (history.csv for curves) from `pathbench collect`")
+      ->type_name("FILE")
+      ->required();
+  cmd->add_option("--figure", o->figure, "acc-vs-depth, acc-vs-length, error-rate or curves")->required();
   cmd->add_option("-o,--out", o->out, "output .svg (a .png is added when rsvg-convert exists)")
       ->type_name("FILE")
       ->required();
   cmd->add_option("--split", o->split, "evaluation split (needed when the CSV has several, except error-rate)");
-  cmd->add_option("--metric", o->metric, "acc or seq_acc")
+  cmd->add_option("--metric", o->metric, "acc or seq_acc (curves also: loss)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"acc", "seq_acc"}));
+      ->check(CLI::IsMember({"acc", "seq_acc", "loss"}));
   cmd->add_option("--best-over", o->best_over,
-                  "column (e.g. lr) chosen per series and x by its best mean on --select-on, as `table --best-over`")
+                  "column (e.g. lr) chosen per series and panel by its best mean on --select-on, as `table --best-over`")
       ->capture_default_str();
   cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses")->capture_default_str();
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")

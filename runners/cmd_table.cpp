@@ -7,12 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdio>
-#include <filesystem>
-#include <map>
 #include <memory>
-#include <tuple>
 
 #include "core/error.h"
 #include "runners/bootstrap.h"
@@ -54,33 +49,6 @@ std::string markdown(const std::string& corner, const std::vector<std::string>& 
   return out;
 }
 
-// The per-sequence error counts of seqstats.csv beside an evals.csv, by (run_id, task, split);
-// empty when there is no such file.
-using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, SeqHist>;
-SeqStats read_seqstats(const std::string& path) {
-  SeqStats out;
-  if (!std::filesystem::exists(path)) return out;
-  const Csv csv = read_csv(path);
-  const size_t id = csv.column("run_id"), task = csv.column("task"), split = csv.column("split");
-  const size_t bins = csv.column("bins");
-  for (size_t i = 0; i < csv.rows.size(); ++i) {
-    const auto& r = csv.rows[i];
-    SeqHist& h = out[{r[id], r[task], r[split]}];
-    for (size_t at = 0; at < r[bins].size();) {
-      const size_t end = std::min(r[bins].find(' ', at), r[bins].size());
-      SeqBin b;
-      const std::string item = r[bins].substr(at, end - at);
-      if (std::sscanf(item.c_str(), "%" SCNd64 ":%" SCNd64 ":%" SCNd64, &b.wrong, &b.scored, &b.count) != 3)
-        fail("{}:{}: bins must be 'wrong:scored:sequences ...'", path, i + 2);
-      h.push_back(b);
-      at = end + 1;
-    }
-  }
-  return out;
-}
-
-constexpr int kReplicates = 2000;
-
 // How the cells of a pivot are written: mean ± sd over seeds; or, when every row of the table has
 // its per-sequence counts (seqstats.csv) and the metric is acc, error_rate or seq_acc, the mean and
 // the 95% nested bootstrap interval (seeds, then sequences within each seed), with a metric that
@@ -100,14 +68,9 @@ struct CellWriter {
                               o.metric.rfind("seq_acc_", 0) == 0);
     if (o.per_seed || !parse_hist_metric(o.metric, hm) || !csv.has("split") || !csv.has("run_id") || !csv.has("task"))
       return;
-    stats = read_seqstats((std::filesystem::path(o.csv).parent_path() / "seqstats.csv").string());
+    stats = seqstats_beside(o.csv);
     bootstrap = !stats.empty();
-    for (size_t r : rows) bootstrap = bootstrap && hist(r) != nullptr;
-  }
-  const SeqHist* hist(size_t r) const {
-    const auto& row = csv.rows[r];
-    const auto it = stats.find({row[csv.column("run_id")], row[csv.column("task")], row[csv.column("split")]});
-    return it == stats.end() ? nullptr : &it->second;
+    for (size_t r : rows) bootstrap = bootstrap && row_hist(csv, stats, r) != nullptr;
   }
   std::string value(double v) const {
     return fraction ? fmt::format("{:.3f}", v) : fmt::format("{:.4g}", v * scale);
@@ -116,7 +79,7 @@ struct CellWriter {
     if (o.per_seed) return "per seed (s<seed> value)";
     if (!bootstrap) return "mean ± sd over seeds (n seeds)";
     return fmt::format("mean over seeds [95% nested bootstrap interval: seeds, then sequences; {} replicates] "
-                       "(n seeds); no error in N: < 3/N", kReplicates);
+                       "(n seeds); no error in N: < 3/N", kBootstrapReplicates);
   }
   // `rows`: the cell's rows, one per seed, in seed order.
   std::string cell(const Stat& st, const std::vector<size_t>& rows) const {
@@ -134,25 +97,11 @@ struct CellWriter {
       if (st.n > 1) out += fraction ? fmt::format(" ± {:.3f}", st.sd) : fmt::format(" ± {:.2g}", st.sd * scale);
       return out + fmt::format(" (n={})", st.n);
     }
-    std::vector<SeqHist> seeds;
-    int64_t wrong = 0, total = 0;
-    for (size_t r : rows) {
-      seeds.push_back(*hist(r));
-      for (const auto& b : seeds.back()) {  // seq_acc counts the sequences with a scored target
-        wrong += b.count * (hm == HistMetric::seq_acc ? b.wrong > 0 : b.wrong);
-        total += b.count * (hm == HistMetric::seq_acc ? b.scored > 0 : b.scored);
-      }
-    }
-    if (wrong == 0 && total > 0) {
-      const double bound = 3.0 / double(total);
+    const CellInterval ci = cell_interval(csv, stats, rows, hm);
+    if (ci.no_error())
       return fmt::format("{} {} (0 of {}, n={})", hm == HistMetric::error_rate ? "<" : ">",
-                         value(hm == HistMetric::error_rate ? bound : 1 - bound), total, st.n);
-    }
-    uint64_t key = 1469598103934665603ULL;  // the interval's RNG seed: FNV-1a of the cell's run ids
-    for (size_t r : rows)
-      for (char c : csv.rows[r][csv.column("run_id")]) key = (key ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    const Interval ci = nested_bootstrap(seeds, hm, kReplicates, key);
-    return fmt::format("{} [{}, {}] (n={})", value(st.mean), value(ci.lo), value(ci.hi), st.n);
+                         value(hm == HistMetric::error_rate ? ci.bound() : 1 - ci.bound()), ci.total, st.n);
+    return fmt::format("{} [{}, {}] (n={})", value(st.mean), value(ci.ci.lo), value(ci.ci.hi), st.n);
   }
 };
 
@@ -227,22 +176,13 @@ void run_table(TableOptions o) {
                           "depth ended at its step budget, so budget-limited; blank: no runs)", who, caption, o.min_layers);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
-    // The rows of each cell, one per seed, in seed order.
-    std::map<Key, std::vector<size_t>, KeyLess> cell_rows(KeyLess{{o.rows, o.cols}});
-    const size_t rc = csv.column(o.rows), cc = csv.column(o.cols), mc = csv.column(o.metric);
-    for (size_t r : rows)
-      if (!csv.rows[r][mc].empty()) cell_rows[{csv.rows[r][rc], csv.rows[r][cc]}].push_back(r);
-    if (csv.has("seed"))
-      for (auto& [key, rs] : cell_rows)
-        std::sort(rs.begin(), rs.end(), [&](size_t a, size_t b) {
-          return value_less("seed", csv.rows[a][csv.column("seed")], csv.rows[b][csv.column("seed")]);
-        });
+    auto by_cell = cell_rows(csv, rows, {o.rows, o.cols}, o.metric);
     const CellWriter writer(csv, o, rows);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
         const auto it = cells.find({r, c});
-        table.back().second.push_back(it == cells.end() ? "" : writer.cell(it->second, cell_rows[{r, c}]));
+        table.back().second.push_back(it == cells.end() ? "" : writer.cell(it->second, by_cell[{r, c}]));
       }
     }
     caption += (o.percent ? " (%), " : ", ") + writer.caption();

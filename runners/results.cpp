@@ -3,8 +3,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cinttypes>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
 
 #include "core/error.h"
 #include "core/spec.h"
@@ -31,6 +35,46 @@ bool is_measure(const std::string& c) {
   for (const char* m : kMeasures)
     if (c == m) return true;
   return c.rfind("acc_", 0) == 0 || c.rfind("seq_acc_", 0) == 0;
+}
+
+// The length of the number (digits, an optional fraction, an optional exponent) at s[at], which is
+// a digit.
+size_t number_length(std::string_view s, size_t at) {
+  auto digits = [&](size_t i) {
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i;
+  };
+  size_t end = digits(at);
+  if (end + 1 < s.size() && s[end] == '.' && std::isdigit(static_cast<unsigned char>(s[end + 1])))
+    end = digits(end + 1);
+  if (end + 1 < s.size() && (s[end] == 'e' || s[end] == 'E')) {
+    const size_t sign = end + 1 < s.size() && (s[end + 1] == '+' || s[end + 1] == '-') ? end + 2 : end + 1;
+    if (sign < s.size() && std::isdigit(static_cast<unsigned char>(s[sign]))) end = digits(sign);
+  }
+  return end - at;
+}
+
+// -1, 0 or 1: `a` and `b` as runs of text and numbers, numbers compared by value and before text.
+int natural_compare(std::string_view a, std::string_view b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i])), db = std::isdigit(static_cast<unsigned char>(b[j]));
+    if (da && db) {
+      const size_t la = number_length(a, i), lb = number_length(b, j);
+      double x = 0, y = 0;
+      parse_float(a.substr(i, la), x);
+      parse_float(b.substr(j, lb), y);
+      if (x != y) return x < y ? -1 : 1;
+      i += la, j += lb;
+    } else if (da != db) {
+      return da ? -1 : 1;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j] ? -1 : 1;
+      ++i, ++j;
+    }
+  }
+  if (i < a.size() || j < b.size()) return i < a.size() ? 1 : -1;
+  return 0;
 }
 
 }  // namespace
@@ -62,6 +106,7 @@ bool value_less(std::string_view column, const std::string& a, const std::string
   const bool na = parse_float(a, x), nb = parse_float(b, y);
   if (na && nb && x != y) return x < y;
   if (na != nb) return na;
+  if (const int c = natural_compare(a, b)) return c < 0;
   return a < b;
 }
 
@@ -231,6 +276,77 @@ Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vect
     else if (lower_is_better ? st.mean < it->second.mean : st.mean > it->second.mean) it->second = st;
   }
   return cells;
+}
+
+std::map<Key, std::vector<size_t>, KeyLess> cell_rows(const Csv& csv, const std::vector<size_t>& rows,
+                                                      const std::vector<std::string>& keys, const std::string& metric) {
+  std::map<Key, std::vector<size_t>, KeyLess> out(KeyLess{keys});
+  std::vector<size_t> cols;
+  for (const auto& k : keys) cols.push_back(csv.column(k));
+  const size_t m = csv.column(metric);
+  for (size_t r : rows) {
+    if (csv.rows[r][m].empty()) continue;
+    Key key;
+    for (size_t c : cols) key.push_back(csv.rows[r][c]);
+    out[key].push_back(r);
+  }
+  if (csv.has("seed")) {
+    const size_t s = csv.column("seed");
+    for (auto& [key, rs] : out)
+      std::sort(rs.begin(), rs.end(),
+                [&](size_t a, size_t b) { return value_less("seed", csv.rows[a][s], csv.rows[b][s]); });
+  }
+  return out;
+}
+
+SeqStats seqstats_beside(const std::string& evals_csv) {
+  const std::string path = (std::filesystem::path(evals_csv).parent_path() / "seqstats.csv").string();
+  SeqStats out;
+  if (!std::filesystem::exists(path)) return out;
+  const Csv csv = read_csv(path);
+  const size_t id = csv.column("run_id"), task = csv.column("task"), split = csv.column("split");
+  const size_t bins = csv.column("bins");
+  for (size_t i = 0; i < csv.rows.size(); ++i) {
+    const auto& r = csv.rows[i];
+    SeqHist& h = out[{r[id], r[task], r[split]}];
+    for (size_t at = 0; at < r[bins].size();) {
+      const size_t end = std::min(r[bins].find(' ', at), r[bins].size());
+      SeqBin b;
+      const std::string item = r[bins].substr(at, end - at);
+      if (std::sscanf(item.c_str(), "%" SCNd64 ":%" SCNd64 ":%" SCNd64, &b.wrong, &b.scored, &b.count) != 3)
+        fail("{}:{}: bins must be 'wrong:scored:sequences ...'", path, i + 2);
+      h.push_back(b);
+      at = end + 1;
+    }
+  }
+  return out;
+}
+
+const SeqHist* row_hist(const Csv& csv, const SeqStats& stats, size_t r) {
+  if (stats.empty() || !csv.has("run_id") || !csv.has("task") || !csv.has("split")) return nullptr;
+  const auto& row = csv.rows[r];
+  const auto it = stats.find({row[csv.column("run_id")], row[csv.column("task")], row[csv.column("split")]});
+  return it == stats.end() ? nullptr : &it->second;
+}
+
+CellInterval cell_interval(const Csv& csv, const SeqStats& stats, const std::vector<size_t>& rows, HistMetric m) {
+  CellInterval out;
+  std::vector<SeqHist> seeds;
+  for (size_t r : rows) {
+    const SeqHist* h = row_hist(csv, stats, r);
+    if (!h) fail("run {}: no per-sequence counts in seqstats.csv", csv.rows[r][csv.column("run_id")]);
+    seeds.push_back(*h);
+    for (const auto& b : *h) {  // seq_acc counts the sequences with a scored target
+      out.wrong += b.count * (m == HistMetric::seq_acc ? b.wrong > 0 : b.wrong);
+      out.total += b.count * (m == HistMetric::seq_acc ? b.scored > 0 : b.scored);
+    }
+  }
+  if (out.no_error()) return out;
+  uint64_t key = 1469598103934665603ULL;  // the interval's RNG seed: FNV-1a of the cell's run ids
+  for (size_t r : rows)
+    for (char c : csv.rows[r][csv.column("run_id")]) key = (key ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  out.ci = nested_bootstrap(seeds, m, kBootstrapReplicates, key);
+  return out;
 }
 
 }  // namespace pb

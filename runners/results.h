@@ -1,11 +1,15 @@
 // Shared by `table` and `plot`: the fixed order and style of the encodings, the order of column
-// values, row filters, and aggregation over seeds (mean ± sd) with the best over a column.
+// values, row filters, aggregation over seeds (mean ± sd) with the best over a column, and the
+// nested bootstrap interval of a cell from seqstats.csv.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "runners/bootstrap.h"
 #include "runners/csv.h"
 
 namespace pb {
@@ -21,7 +25,8 @@ struct EncodingStyle {
 EncodingStyle encoding_style(std::string_view pe_name);
 
 // Value order of a column: encodings (pe, pe_name) in the fixed order, numbers numerically, then
-// text lexicographically.
+// text with the numbers inside it compared as numbers ("rope:base=500" before "rope:base=10000",
+// "group=a5,len=8" before "group=a5,len=12"), equal such texts by their characters.
 bool value_less(std::string_view column, const std::string& a, const std::string& b);
 
 // Display labels of column values: for spec columns (pe, task, train_task) the bare names when
@@ -84,5 +89,34 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& name, const B
                                 const std::vector<size_t>& rows, bool lower, std::string& note);
 
 double number(const std::string& cell, const std::string& column);  // pb::Error if not a number
+
+// The rows of each group of `keys` that have a `metric` value, one per seed, in seed order: the
+// order the nested bootstrap draws seeds in.
+std::map<Key, std::vector<size_t>, KeyLess> cell_rows(const Csv& csv, const std::vector<size_t>& rows,
+                                                      const std::vector<std::string>& keys, const std::string& metric);
+
+// The per-sequence error counts of the final evaluations (seqstats.csv), by (run_id, task, split).
+using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, SeqHist>;
+// seqstats.csv in the directory of `evals_csv`; empty when there is none.
+SeqStats seqstats_beside(const std::string& evals_csv);
+// The counts of row `r` of an evals.csv; nullptr when seqstats has none (or the CSV lacks run_id,
+// task or split).
+const SeqHist* row_hist(const Csv& csv, const SeqStats& stats, size_t r);
+
+constexpr int kBootstrapReplicates = 2000;
+
+// A cell's 95% nested bootstrap interval (seeds, then sequences within each seed;
+// kBootstrapReplicates replicates, seeded by a hash of the cell's run ids) of metric `m`, from the
+// counts of `rows` (one per seed, in seed order; each must have counts). `wrong` and `total` count
+// the wrong and the scored targets (for seq_acc: the sequences with an error and with a scored
+// target) over all seeds; when wrong == 0 no bootstrap is drawn and the cell is the bound
+// "no error in total": error rate < 3/total (the one-sided 95% bound), `ci` left at [0, 0].
+struct CellInterval {
+  Interval ci;
+  int64_t wrong = 0, total = 0;
+  bool no_error() const { return wrong == 0 && total > 0; }
+  double bound() const { return 3.0 / double(total); }
+};
+CellInterval cell_interval(const Csv& csv, const SeqStats& stats, const std::vector<size_t>& rows, HistMetric m);
 
 }  // namespace pb

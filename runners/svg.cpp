@@ -51,6 +51,23 @@ void Svg::polyline(const std::vector<std::pair<double, double>>& points, std::st
   body_ += fmt::format("<polyline points=\"{}\" fill=\"none\" {}/>\n", pts, style);
 }
 
+void Svg::polygon(const std::vector<std::pair<double, double>>& points, std::string_view style) {
+  std::string pts;
+  for (const auto& [x, y] : points) pts += fmt::format("{}{},{}", pts.empty() ? "" : " ", n(x), n(y));
+  indent();
+  body_ += fmt::format("<polygon points=\"{}\" {}/>\n", pts, style);
+}
+
+void Svg::title(std::string_view s) {
+  indent();
+  body_ += fmt::format("<title>{}</title>\n", xml_escape(s));
+}
+
+void Svg::desc(std::string_view s) {
+  indent();
+  body_ += fmt::format("<desc>{}</desc>\n", xml_escape(s));
+}
+
 void Svg::rect(double x, double y, double w, double h, std::string_view style) {
   indent();
   body_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" {}/>\n", n(x), n(y), n(w), n(h), style);

@@ -18,7 +18,10 @@ class Svg {
   void close(std::string_view tag);
   void line(double x1, double y1, double x2, double y2, std::string_view style);
   void polyline(const std::vector<std::pair<double, double>>& points, std::string_view style);
+  void polygon(const std::vector<std::pair<double, double>>& points, std::string_view style);
   void rect(double x, double y, double w, double h, std::string_view style);
+  void title(std::string_view s);  // a tooltip of the enclosing group
+  void desc(std::string_view s);   // a text description of the enclosing group
   // anchor: start | middle | end; rotate: degrees about (x, y).
   void text(double x, double y, std::string_view s, std::string_view anchor, double size, double rotate = 0);
   // The encoding's marker centred at (x, y); hollow: white fill (used for "zero errors").

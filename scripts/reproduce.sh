@@ -41,6 +41,7 @@ flipflop_tables() {
   }
   atomic $d/tables.md paper
   for w in 64 128; do "$PB" plot $d/evals.csv --figure error-rate --where d_model=$w -o $d/error-rate-d$w.svg; done
+  "$PB" plot $d/history.csv --figure curves --metric acc --split val -o $d/curves-val.svg
   d=results/diag-flipflop-rope
   diag() {
     echo "# diag-flipflop-rope: tables"
