@@ -28,15 +28,15 @@ void add_train_command(CLI::App& app) {
     resolve(*cfg);
     check_before_writing(*cfg);  // a bad device, --gpus or --data is refused before --out is touched
     if (*resume && !std::filesystem::is_directory(cfg->out)) fail("--resume: '{}' is not a directory", cfg->out);
-    RunLock lock;
-    if (cfg->proc_id <= 0) lock = RunLock::take(cfg->out, "pathbench train");  // the process that writes the run directory
+    RunLock lock;  // held by the process that writes the run directory
+    if (cfg->proc_id <= 0) lock = RunLock::take(cfg->out, "pathbench train");
     if (*resume) {
       const ResumePoint point = read_resume(*cfg);
       if (const int rc = run_training(*cfg, {}, &point)) std::exit(rc);
-      return;
+    } else {
+      if (lock.held() && !lock.handed_down()) prepare_run_dir(cfg->out, *overwrite);
+      if (const int rc = run_training(*cfg)) std::exit(rc);
     }
-    if (lock.held() && !lock.handed_down()) prepare_run_dir(cfg->out, *overwrite);
-    if (const int rc = run_training(*cfg)) std::exit(rc);
   });
 }
 

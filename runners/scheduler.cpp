@@ -301,7 +301,8 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
       std::shared_ptr<const ResumePoint> resume;  // checked here, read again by the child
       const Job* job = claims.next(lock, resume, out, status);
       if (!job) break;
-      busy[slot] = true, running.push_back(launch(*job, std::move(lock), resume != nullptr, child_mask, slot, slots[slot]));
+      busy[slot] = true;
+      running.push_back(launch(*job, std::move(lock), resume != nullptr, child_mask, slot, slots[slot]));
     }
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;

@@ -315,8 +315,8 @@ std::string first_semantic_difference(const nlohmann::json& stored, const TrainC
   const nlohmann::json now = all_semantic_json(cfg);
   for (const auto& [key, value] : now.items()) {
     const auto later = kLaterDefaults.find(key);
-    const nlohmann::json was = stored.contains(key) ? stored[key] : later != kLaterDefaults.end() ? later->second : nullptr;
-    if (was != value) return key;
+    const nlohmann::json unset = later != kLaterDefaults.end() ? later->second : nlohmann::json();
+    if ((stored.contains(key) ? stored[key] : unset) != value) return key;
   }
   return "";
 }

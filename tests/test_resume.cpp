@@ -136,7 +136,8 @@ TEST_CASE("resume: a run stopped after a checkpoint and resumed ends bit-identic
 // the run at step 90, not 8 evaluations after the resume.
 TEST_CASE("resume: early stopping continues across the interruption", "[resume]") {
   const TempDir d("resume_stop");
-  const std::string args = kModel + " --steps 300 --lr 1e-12 --warmup 0 --eval-every 10 --eval-every-n 16 --patience 8 --patience-on val:acc";
+  const std::string args =
+      kModel + " --steps 300 --lr 1e-12 --warmup 0 --eval-every 10 --eval-every-n 16 --patience 8 --patience-on val:acc";
   const fs::path ref = d.path / "ref", run = d.path / "run";
   REQUIRE(run_pathbench(args + " --out " + ref.string()).code == 0);
   REQUIRE(read_json(ref / "result.json")["stopped_at_step"] == 90);
