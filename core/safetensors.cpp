@@ -26,7 +26,7 @@ static int64_t numel(const std::vector<int64_t>& shape) {  // −1 when the prod
   return n;
 }
 
-TensorMap read_safetensors(const std::string& path) {
+TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   const std::string bytes = read_file(path);
   if (bytes.size() < 8) fail("'{}' is not a safetensors file: shorter than its 8-byte header length", path);
   uint64_t header_len = 0;
@@ -48,6 +48,9 @@ TensorMap read_safetensors(const std::string& path) {
       fail("'{}' is corrupted: the checksum of its tensor data ({} {}) does not match the stored {}", path,
            kChecksumKey, computed, stored.dump());
   }
+  if (metadata && meta != header.end() && meta->is_object())
+    for (const auto& [key, value] : meta->items())
+      if (value.is_string()) (*metadata)[key] = value.get<std::string>();
   TensorMap out;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;

@@ -24,8 +24,9 @@ using TensorMap = std::map<std::string, Tensor>;
 constexpr const char* kChecksumKey = "xxh3_64";  // the checksum's key in __metadata__
 
 // pb::Error naming the file and the problem for a missing, truncated, malformed or corrupted
-// (checksum mismatch) file.
-TensorMap read_safetensors(const std::string& path);
+// (checksum mismatch) file. With `metadata`, also the string entries of __metadata__ (which the
+// checksum does not cover).
+TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
 // Written atomically (temp file + rename).
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});

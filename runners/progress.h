@@ -49,9 +49,10 @@ inline std::string progress_line(const std::string& label, int step, int total, 
 
 class Progress {
  public:
-  Progress(int total, std::string label, std::FILE* out = stderr)
-      : total_(total), label_(std::move(label)), out_(out), tty_(isatty(fileno(out))), start_(clock::now()),
-        last_(start_) {}
+  // `done`: the steps trained before this process started (a resumed run), left out of the ETA.
+  Progress(int total, std::string label, std::FILE* out = stderr, int done = 0)
+      : total_(total), done_(done), label_(std::move(label)), out_(out), tty_(isatty(fileno(out))),
+        start_(clock::now()), last_(start_) {}
 
   // Logging steps: every 1% of the run and the last, where the caller records metrics.
   bool logs(int step) const { return step % std::max(1, total_ / 100) == 0 || step == total_; }
@@ -64,7 +65,7 @@ class Progress {
     const bool print = tty_ ? since > 0.1 || step == total_ : step % every == 0 || since > 30 || step == total_;
     if (print) {
       const double el = std::chrono::duration<double>(now - start_).count();
-      const double eta = step ? el / step * (total_ - step) : 0;
+      const double eta = step > done_ ? el / (step - done_) * (total_ - step) : 0;
       const std::string line = progress_line(label_, step, total_, loss, acc, el, eta);
       if (tty_)
         fmt::print(out_, "\r{}\033[K", line);
@@ -87,7 +88,7 @@ class Progress {
 
  private:
   using clock = std::chrono::steady_clock;
-  int total_;
+  int total_, done_;
   std::string label_;
   std::FILE* out_;
   bool tty_;

@@ -23,8 +23,9 @@ namespace {
 const std::string kLockName = ".lock";
 
 // The files a run directory holds (docs/run-format.md), with the sweep's log and the lock.
-const std::set<std::string> kRunFiles = {"config.json",       "meta.json",   "metrics.jsonl", "eval.jsonl",
-                                         "model.safetensors", "result.json", "log.txt",       kLockName};
+const std::set<std::string> kRunFiles = {"config.json", "meta.json",          "metrics.jsonl",
+                                         "eval.jsonl",  "model.safetensors",  "resume.safetensors",
+                                         "result.json", "log.txt",            kLockName};
 
 // A run file, or the temporary of one left by a killed writer (NAME.tmp.<pid>).
 bool is_run_file(const std::string& name) {

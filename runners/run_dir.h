@@ -41,7 +41,8 @@ class RunLock {
 void empty_run_dir(const std::string& dir);
 
 // Whether `train --out DIR` may start in DIR (its lock held): a missing or empty directory, or an
-// unfinished run (only the files of a run, docs/run-format.md, and no result.json). A finished run
+// unfinished run (only the files of a run, docs/run-format.md, and no result.json), which starts
+// again from step 0 (`train --resume` continues it from its checkpoint instead). A finished run
 // or other files are refused, naming them, unless `overwrite`, which removes the run's files first
 // and leaves any other file alone.
 void prepare_run_dir(const std::string& dir, bool overwrite);

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "runners/resume.h"
 #include "runners/run_dir.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
@@ -62,14 +64,17 @@ std::vector<std::string> environment_with(const std::vector<std::string>& extras
   return env;
 }
 
-// Starts `job`, claimed (`lock`) and its directory emptied, in `slot`; the child inherits the lock
-// (runners/run_dir.h) and its stdout and stderr go to log.txt.
-Running launch(const Job& job, RunLock lock, const sigset_t& child_mask, size_t slot, const std::string& slot_env) {
+// Starts `job`, claimed (`lock`) and its directory emptied or, with `resume`, kept to continue from
+// its checkpoint (`train --resume`), in `slot`; the child inherits the lock (runners/run_dir.h) and
+// its stdout and stderr go to log.txt (appended to when resuming).
+Running launch(const Job& job, RunLock lock, bool resume, const sigset_t& child_mask, size_t slot,
+               const std::string& slot_env) {
   const std::string log = job.dir + "/log.txt";
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | (resume ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create '{}': {}", log, std::strerror(errno));
   std::vector<char*> argv;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  if (resume) argv.push_back(const_cast<char*>("--resume"));
   argv.push_back(nullptr);
   const int lock_fd = lock.fd();
   const std::vector<std::string> env_strings =
@@ -189,16 +194,30 @@ void count_finished(const Job& job, JobsOutcome& out, SweepStatus& status) {
 
 // The jobs in their queue's order, each claimed by exactly one worker process: its run directory's
 // lock taken (RunLock::try_take) and the run still in its planned state, then the directory
-// emptied. A job whose lock another process holds is put aside and tried again once no other is
-// left; one that another process finished meanwhile is counted (JobsOutcome::by_others), not rerun.
+// emptied, unless it holds a checkpoint of the pending run (runners/resume.h) to continue from. A
+// job whose lock another process holds is put aside and tried again once no other is left; one
+// that another process finished meanwhile is counted (JobsOutcome::by_others), not rerun.
 class Claims {
  public:
   Claims(const std::vector<Job>& jobs, const SkipRule& skip, const std::string& sweep)
       : jobs_(jobs), skip_(skip), who_("pathbench sweep " + sweep), queue_(jobs) {}
 
-  // The next job to run here, with its lock, or nullptr when none is free now (done() says whether
-  // any is left at all). end() the job when its run has ended.
-  const Job* next(RunLock& lock, JobsOutcome& out, SweepStatus& status) {
+  // The next job to run here, with its lock and, when it continues from a checkpoint, `resume`
+  // (else null), or nullptr when none is free now (done() says whether any is left at all). end()
+  // the job when its run has ended.
+  const Job* next(RunLock& lock, std::shared_ptr<const ResumePoint>& resume, JobsOutcome& out, SweepStatus& status) {
+    const Job* job = next_claimed(lock, out, status);
+    resume.reset();
+    if (job) resume = resume_point(*job, status);
+    if (job && !resume) empty_run_dir(job->dir);
+    return job;
+  }
+  void end(const Job& job) { queue_.end(size_t(&job - jobs_.data())); }
+  size_t left() const { return queue_.left() + aside_.size(); }  // not started here
+  bool done() const { return left() == 0; }
+
+ private:
+  const Job* next_claimed(RunLock& lock, JobsOutcome& out, SweepStatus& status) {
     for (size_t i; (i = queue_.take(skip_, out, status)) < jobs_.size();) {
       const Job& job = jobs_[i];
       if (claim(job, lock, out, status)) return &job;
@@ -217,11 +236,21 @@ class Claims {
     }
     return nullptr;
   }
-  void end(const Job& job) { queue_.end(size_t(&job - jobs_.data())); }
-  size_t left() const { return queue_.left() + aside_.size(); }  // not started here
-  bool done() const { return left() == 0; }
 
- private:
+  // The checkpoint of a claimed pending run, or null (none, or one that read_resume refuses: the
+  // run then starts again from step 0, which the sweep reports).
+  static std::shared_ptr<const ResumePoint> resume_point(const Job& job, SweepStatus& status) {
+    if (job.state != "pending" || !fs::exists(job.dir + "/" + kResumeFile)) return nullptr;
+    try {
+      auto point = std::make_shared<const ResumePoint>(read_resume(job.cfg));
+      status.event(fmt::format("resuming: {} ({}) from step {}", job.label, job.run_id, point->state.step));
+      return point;
+    } catch (const Error& e) {
+      status.event(fmt::format("restarting: {} ({}) from step 0: {}", job.label, job.run_id, e.what()));
+      return nullptr;
+    }
+  }
+
   // Whether `job` is now this process's to run (`lock` then holds it); finished_ says whether
   // another process finished it.
   bool claim(const Job& job, RunLock& lock, JobsOutcome& out, SweepStatus& status) {
@@ -235,7 +264,6 @@ class Claims {
       count_finished(job, out, status);
       return false;
     }
-    empty_run_dir(job.dir);
     return true;
   }
 
@@ -270,9 +298,11 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
     for (size_t slot = 0; slot < slots.size() && out.signal == 0 && !draining(before); ++slot) {
       if (busy[slot]) continue;
       RunLock lock;
-      const Job* job = claims.next(lock, out, status);
+      std::shared_ptr<const ResumePoint> resume;  // checked here, read again by the child
+      const Job* job = claims.next(lock, resume, out, status);
       if (!job) break;
-      busy[slot] = true, running.push_back(launch(*job, std::move(lock), child_mask, slot, slots[slot]));
+      busy[slot] = true;
+      running.push_back(launch(*job, std::move(lock), resume != nullptr, child_mask, slot, slots[slot]));
     }
     status.show(out.done, out.failed, out.skipped, running.size(), changed);
     changed = false;
@@ -316,16 +346,17 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
 
 namespace {
 
-// One packed run on the calling thread (its slot's), claimed and its directory emptied: the output
-// into log.txt, anything it throws recorded as its failure. Returns false when it was cancelled.
-bool run_in_thread(const Job& job, const std::atomic<bool>& cancel) {
+// One packed run on the calling thread (its slot's), claimed and its directory emptied, or
+// continued from `resume`: the output into log.txt (appended to when resuming), anything it throws
+// recorded as its failure. Returns false when it was cancelled.
+bool run_in_thread(const Job& job, const ResumePoint* resume, const std::atomic<bool>& cancel) {
   const double start = now_s();
   const std::string log_path = job.dir + "/log.txt";
-  std::FILE* log = std::fopen(log_path.c_str(), "we");
+  std::FILE* log = std::fopen(log_path.c_str(), resume ? "ae" : "we");
   if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));
   int rc = 0;
   try {
-    rc = run_training(job.cfg, RunContext{log, &cancel});
+    rc = run_training(job.cfg, RunContext{log, &cancel}, resume);
   } catch (const std::exception& e) {
     fmt::print(log, "pathbench: error: {}\n", e.what());
     record_failure(job, e.what(), now_s() - start);
@@ -360,17 +391,18 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
         while (true) {
           const Job* job = nullptr;
           RunLock claim;  // released once the run has recorded its end
+          std::shared_ptr<const ResumePoint> resume;
           {
             const std::lock_guard<std::mutex> lock(mutex);
             if (cancel || draining(before) || claims.done()) return;
-            job = claims.next(claim, out, status);
+            job = claims.next(claim, resume, out, status);
             running += job != nullptr;
           }
           if (!job) {  // the runs left wait for runs in flight, or are another worker's for now
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
             continue;
           }
-          const bool ended = run_in_thread(*job, cancel);
+          const bool ended = run_in_thread(*job, resume.get(), cancel);
           const std::lock_guard<std::mutex> lock(mutex);
           --running;
           claims.end(*job);

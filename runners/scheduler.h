@@ -1,11 +1,12 @@
 // The two sweep engines. Both take the sweep's pending runs as jobs, claim each by locking its run
 // directory (runners/run_dir.h: one worker process per run, so several sweeps of one directory share
-// the work), start it in its emptied directory with its output in <dir>/log.txt, fill a slot as
-// soon as its run ends (a pool, no barrier at the slowest run), record the failures a run could not
-// record itself, and on SIGINT/SIGTERM stop the runs in flight, whose directories stay without
-// result.json (pending: rerun from scratch next time). A run locked by another process is put aside
-// and tried again when nothing else is left, so each engine returns once every job has finished
-// here or elsewhere.
+// the work), start it in its emptied directory, or continue it from the checkpoint an interrupted
+// start left there (runners/resume.h), with its output in <dir>/log.txt, fill a slot as soon as its
+// run ends (a pool, no barrier at the slowest run), record the failures a run could not record
+// itself, and on SIGINT/SIGTERM stop the runs in flight, whose directories stay without result.json
+// (pending: continued from their last checkpoint next time). A run locked by another process is
+// put aside and tried again when nothing else is left, so each engine returns once every job has
+// finished here or elsewhere.
 //   run_jobs     one child process (`pathbench train`) per run. Each child has its own process
 //                group, dies with the sweep (PR_SET_PDEATHSIG), and is recorded as {"status":
 //                "failed", "error": "killed by signal 9 (Killed)"} when it exits without

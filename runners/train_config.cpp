@@ -56,6 +56,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
       ->capture_default_str();
   cmd.add_option("--eval-batch", c.eval_batch, "sequences per evaluation forward pass (0: auto, by memory)")
       ->capture_default_str();
+  cmd.add_option("--checkpoint-every", c.checkpoint_every,
+                 "write the resume checkpoint (resume.safetensors) every N steps (0: at each periodic "
+                 "evaluation, or every tenth of the steps without --eval-every)")->capture_default_str();
   cmd.add_option("--stop-at", c.stop_at,
                  "stop early once a periodic evaluation meets SPLIT:METRIC>=X or SPLIT:METRIC<=X "
                  "(METRIC acc, seq_acc or loss; e.g. val:seq_acc>=0.99); needs --eval-every");
@@ -314,6 +317,7 @@ void resolve(TrainConfig& c) {
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     fail("--device must be auto, cpu or cuda, got '{}'", c.device);
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
+  if (c.checkpoint_every < 0) fail("--checkpoint-every must be >= 0, got {}", c.checkpoint_every);
   resolve_stopping(c);
   resolve_eval_sizes(c);
   resolve_eval_lens(c, *task);
@@ -322,24 +326,47 @@ void resolve(TrainConfig& c) {
   check_memory(c, *task);
 }
 
+namespace {
+
+// Options added later enter the run id only when they differ from these defaults, so earlier runs
+// keep their ids.
+const std::map<std::string, nlohmann::json> kLaterDefaults = {
+    {"precision", "fp32"}, {"eval_every_n", 0},  {"stop_at", ""},
+    {"patience", 0},       {"patience_on", ""},  {"eval_sizes", ""},
+    {"eval_lens", ""}};
+
+nlohmann::json all_semantic_json(const TrainConfig& c) {
+  return {{"task", c.task},           {"pe", c.pe},
+          {"layers", c.layers},       {"d_model", c.d_model},
+          {"heads", c.heads},         {"mlp_ratio", c.mlp_ratio},
+          {"steps", c.steps},         {"batch", c.batch},
+          {"lr", c.lr},               {"warmup", c.warmup},
+          {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
+          {"seed", c.seed},           {"eval_every", c.eval_every},
+          {"eval_n", c.eval_n},       {"data", c.data},
+          {"precision", c.precision}, {"eval_every_n", c.eval_every_n},
+          {"stop_at", c.stop_at},     {"patience", c.patience},
+          {"patience_on", c.patience_on}, {"eval_sizes", c.eval_sizes},
+          {"eval_lens", c.eval_lens}};
+}
+
+}  // namespace
+
 nlohmann::json semantic_json(const TrainConfig& c) {
-  nlohmann::json j = {{"task", c.task},           {"pe", c.pe},
-                      {"layers", c.layers},       {"d_model", c.d_model},
-                      {"heads", c.heads},         {"mlp_ratio", c.mlp_ratio},
-                      {"steps", c.steps},         {"batch", c.batch},
-                      {"lr", c.lr},               {"warmup", c.warmup},
-                      {"weight_decay", c.weight_decay}, {"grad_clip", c.grad_clip},
-                      {"seed", c.seed},           {"eval_every", c.eval_every},
-                      {"eval_n", c.eval_n},       {"data", c.data}};
-  // Options added later enter the id only when set, so earlier runs keep their ids.
-  if (c.precision != "fp32") j["precision"] = c.precision;
-  if (c.eval_every_n) j["eval_every_n"] = c.eval_every_n;
-  if (!c.stop_at.empty()) j["stop_at"] = c.stop_at;
-  if (c.patience) j["patience"] = c.patience;
-  if (!c.patience_on.empty()) j["patience_on"] = c.patience_on;
-  if (!c.eval_sizes.empty()) j["eval_sizes"] = c.eval_sizes;
-  if (!c.eval_lens.empty()) j["eval_lens"] = c.eval_lens;
+  nlohmann::json j = all_semantic_json(c);
+  for (const auto& [key, value] : kLaterDefaults)
+    if (j[key] == value) j.erase(key);
   return j;
+}
+
+std::string first_semantic_difference(const nlohmann::json& stored, const TrainConfig& cfg) {
+  const nlohmann::json now = all_semantic_json(cfg);
+  for (const auto& [key, value] : now.items()) {
+    const auto later = kLaterDefaults.find(key);
+    const nlohmann::json unset = later != kLaterDefaults.end() ? later->second : nlohmann::json();
+    if ((stored.contains(key) ? stored[key] : unset) != value) return key;
+  }
+  return "";
 }
 
 nlohmann::json to_json(const TrainConfig& c) {
@@ -348,6 +375,7 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["precision"] = c.precision;
   j["threads"] = c.threads;
   j["eval_batch"] = c.eval_batch;
+  j["checkpoint_every"] = c.checkpoint_every;
   j["eval_every_n"] = c.eval_every_n;
   j["stop_at"] = c.stop_at;
   j["patience"] = c.patience;

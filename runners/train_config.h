@@ -61,6 +61,9 @@ struct TrainConfig {
   std::string device = "auto";  // auto | cpu | cuda
   int threads = 0;              // CPU threads (0: all cores)
   int eval_batch = 0;           // sequences per evaluation forward pass (0: auto, trainer.h)
+  // Steps between the resume checkpoints (runners/resume.h; 0: at each periodic evaluation, or
+  // every tenth of the steps without --eval-every).
+  int checkpoint_every = 0;
   // Data parallelism (runners/data_parallel.h, docs/multi-gpu.md): cfg.batch is the global batch.
   int gpus = 1;                 // GPUs of this process, one thread each
   std::string nccl_id_file;     // multi-process runs: where process 0 leaves the NCCL id for the others
@@ -111,6 +114,9 @@ inline int world_size(const TrainConfig& c) { return c.gpus * std::max(c.procs, 
 
 nlohmann::json to_json(const TrainConfig& cfg);            // every field
 nlohmann::json semantic_json(const TrainConfig& cfg);      // the fields that define the result
+// The first (in key order) of the fields that define the result whose value differs between a
+// run's config.json `stored` and `cfg` (a field that `stored` lacks has its default), or "".
+std::string first_semantic_difference(const nlohmann::json& stored, const TrainConfig& cfg);
 std::string run_id(const TrainConfig& cfg);                // 16 hex digits of XXH3-128
 
 }  // namespace pb

@@ -19,6 +19,7 @@
 #include "git_commit.h"
 #include "runners/data_parallel.h"
 #include "runners/progress.h"
+#include "runners/resume.h"
 #include "runners/train_step.h"
 #include "tasks/dataset_file.h"
 #if PATHBENCH_HAVE_CUDA
@@ -108,20 +109,22 @@ class EarlyStop {
       if (rule_->holds(r)) return fmt::format("stop_at {} ({} at step {})", rule_->text(), r, step);
     }
     const double x = evals.at(split_).at(metric_).get<double>();
-    if (best_step_ < 0 || (higher_better_ ? x > best_ : x < best_)) best_ = x, best_step_ = step, since_best_ = 0;
-    else ++since_best_;
-    if (patience_ > 0 && since_best_ >= patience_)
-      return fmt::format("patience {} ({}:{} best {} at step {})", patience_, split_, metric_, best_, best_step_);
+    EarlyStopState& s = state_;
+    if (s.best_step < 0 || (higher_better_ ? x > s.best : x < s.best)) s.best = x, s.best_step = step, s.since_best = 0;
+    else ++s.since_best;
+    if (patience_ > 0 && s.since_best >= patience_)
+      return fmt::format("patience {} ({}:{} best {} at step {})", patience_, split_, metric_, s.best, s.best_step);
     return "";
   }
+  const EarlyStopState& state() const { return state_; }
+  void restore(const EarlyStopState& s) { state_ = s; }
 
  private:
   std::optional<StopRule> rule_;
   int patience_;
   std::string split_, metric_;
   bool higher_better_ = true;
-  double best_ = 0;
-  int best_step_ = -1, since_best_ = 0;
+  EarlyStopState state_;
 };
 
 // Accuracy of `pred` (B, T) on the scored targets of `b`; NaN when it has none.
@@ -153,21 +156,30 @@ void eval_at_len(Transformer<E>& model, const TrainConfig& cfg, const Task& trai
 // (status, error, the stop, evaluation time) and `loss`, `step` (the last step trained). The rank
 // trains on examples (s−1)·batch + rank·B + [0, B) of step s, B = batch / world, so the ranks'
 // shards make up the one-GPU batch; only rank 0 (the lead) prints, evaluates and writes files
-// (all replicas hold the same parameters). Returns false when ctx.cancel stopped it.
+// (all replicas hold the same parameters). With `resume` every rank starts from its state and
+// trains from the step after it. Returns false when ctx.cancel stopped it.
 template <class E>
 bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
-           const Shard& shard, const RunContext& ctx, nlohmann::json& result, double& loss, int& step,
-           const std::function<double()>& elapsed) {
+           const Shard& shard, const RunContext& ctx, const ResumePoint* resume, nlohmann::json& result,
+           double& loss, int& step, const std::function<double()>& elapsed) {
   Transformer<E> model(model_config(cfg, task), cfg.seed);
   TrainStep<E> train_step(model, shard.reducer);
   const int T = task.seq_len(), train_split = 0, B = cfg.batch / shard.world;
   const int eval_batch = eval_batch_size(cfg, task);
   const int64_t tokens_per_step = int64_t(cfg.batch) * T;
+  const int done = resume ? resume->state.step : 0;  // steps trained before
   std::optional<Progress> progress;
-  if (shard.lead()) progress.emplace(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe), ctx.log);
+  if (shard.lead())
+    progress.emplace(cfg.steps, fmt::format("{} {}", task.spec().canonical(), cfg.pe), ctx.log, done);
   EarlyStop stopper(cfg, task);
   Batch batch;
   double eval_s = 0;
+  if (resume) {
+    restore_resume(model.params, *resume, dir + kResumeFile);
+    stopper.restore(resume->state.early_stop);
+    eval_s = resume->state.eval_s;
+    if (shard.lead()) progress->note(fmt::format("resumed from step {}", done));
+  }
 
   // The periodic evaluations use periodic_eval_n examples per split; the final one (final = true)
   // each split's final_eval_n and records its per-sequence error counts (EvalResult::seq_errors).
@@ -202,11 +214,11 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       fill_batch(warm, task, kEvalSeed, 1, 0, eval_batch);
       model.forward(warm.input.data(), warm.target.data(), eval_batch, T);
     }
-    fill(1);
-    int last = 0;  // the last step trained
+    fill(done + 1);
+    int last = done;  // the last step trained
     Batch logged;  // the batch of a logging step, kept while the next one is filled
     double train_acc = NAN;  // on the scored targets of the last logging step's batch (this rank's shard)
-    for (step = 1; step <= cfg.steps; ++step) {
+    for (step = done + 1; step <= cfg.steps; ++step) {
       if (cancelled()) return false;
       model.set_batch(batch.input.data(), batch.target.data(), B, T);
       const double lr = learning_rate(cfg, step);
@@ -237,6 +249,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
           break;
         }
       }
+      if (checkpoint_due(cfg, step)) write_resume(cfg, model.params, {step, eval_s, elapsed(), stopper.state()});
     }
     step = last;
     training = false;
@@ -393,10 +406,11 @@ void check_before_writing(const TrainConfig& cfg) {
   open_training_data(cfg);
 }
 
-int run_training(const TrainConfig& cfg, const RunContext& ctx) {
+int run_training(const TrainConfig& cfg, const RunContext& ctx, const ResumePoint* resume) {
   const auto t0 = std::chrono::steady_clock::now();
+  const double before = resume ? resume->state.elapsed_s : 0;  // the training time of earlier processes
   const std::function<double()> elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   const std::string device = select_device(cfg);
   const auto task = make_task(cfg.task);
@@ -405,11 +419,18 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   const bool lead = cfg.proc_id <= 0;  // the process of rank 0 alone writes the run directory
   if (lead) {
     fs::create_directories(cfg.out);
-    for (const char* f : {"metrics.jsonl", "eval.jsonl", "result.json", "model.safetensors"}) fs::remove(dir + f);
+    for (const char* f : {"result.json", "model.safetensors"}) fs::remove(dir + f);
+    if (resume) {  // the logs as they were at the checkpoint
+      for (const char* f : {"metrics.jsonl", "eval.jsonl"}) truncate_log(dir + f, resume->state.step);
+    } else {
+      for (const char* f : {"metrics.jsonl", "eval.jsonl", kResumeFile}) fs::remove(dir + f);
+    }
     auto config = to_json(cfg);
     config["run_id"] = run_id(cfg);
     write_file_atomic(dir + "config.json", config.dump(2) + "\n");
-    write_file_atomic(dir + "meta.json", meta_json(cfg, device).dump(2) + "\n");
+    auto meta = meta_json(cfg, device);
+    if (resume) meta["resumed_from_step"] = resume->state.step;
+    write_file_atomic(dir + "meta.json", meta.dump(2) + "\n");
   }
 
   nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
@@ -423,7 +444,7 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx) {
     int s = 0;
     bool f = true;
     with_engine(device, [&](auto engine) {
-      f = train<decltype(engine)>(cfg, *task, data.get(), dir, shard, ctx, r, l, s, elapsed);
+      f = train<decltype(engine)>(cfg, *task, data.get(), dir, shard, ctx, resume, r, l, s, elapsed);
     });
     if (shard.rank == std::max(cfg.proc_id, 0) * cfg.gpus) result = r, loss = l, step = s, finished = f;
   });
@@ -433,6 +454,7 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx) {
   result["final_loss"] = std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(nullptr);
   result["wall_s"] = elapsed();
   write_file_atomic(dir + "result.json", result.dump(2) + "\n");
+  fs::remove(dir + kResumeFile);  // a finished run keeps model.safetensors alone
   if (result["status"] != "ok")
     fmt::print(ctx.log, "pathbench: run {}: {}\n", result["status"].get<std::string>(), result["error"].get<std::string>());
   return result["status"] == "ok" ? 0 : 1;

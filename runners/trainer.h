@@ -19,6 +19,7 @@
 namespace pb {
 
 class DatasetReader;
+struct ResumePoint;
 
 struct EvalResult {
   std::string split;
@@ -95,10 +96,11 @@ struct RunContext {
 };
 constexpr int kRunCancelled = 130;
 
-// Runs the training described by a resolved config into cfg.out. Returns the process exit code:
-// 0 ok, 1 diverged or failed (result.json says which and why), kRunCancelled when ctx.cancel
-// stopped it (the directory is left without result.json: pending).
-int run_training(const TrainConfig& cfg, const RunContext& ctx = {});
+// Runs the training described by a resolved config into cfg.out, from step 0, or with `resume`
+// (read_resume(cfg), runners/resume.h) from its checkpoint. Returns the process exit code: 0 ok,
+// 1 diverged or failed (result.json says which and why), kRunCancelled when ctx.cancel stopped it
+// (the directory is left without result.json: pending, with its last checkpoint).
+int run_training(const TrainConfig& cfg, const RunContext& ctx = {}, const ResumePoint* resume = nullptr);
 
 // The --data file of `cfg` opened and checked against its task (train split), or null without
 // one; a pb::Error naming the file otherwise.

@@ -67,7 +67,7 @@ sweep_run() {
   mkdir -p runs results/$s
   [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
   "$PB" sweep sweeps/$s.toml --pack auto ${DRAIN_AFTER:+--drain-after "$DRAIN_AFTER"} || rc=$?
-  tar czf results/$s/records.tgz.tmp --exclude=model.safetensors runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
+  tar czf results/$s/records.tgz.tmp --exclude='*.safetensors' runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
   "$PB" collect runs/$s -o results/$s
   return $rc
 }
