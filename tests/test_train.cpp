@@ -176,7 +176,7 @@ TEST_CASE("train: --eval-lens evaluates the final model at other lengths, on as 
       CHECK(e.contains("seq_errors"));
     }
   // collect keeps one row per split and length, and the option.
-  REQUIRE(run_pathbench("collect " + tmp.path + " -o " + tmp.file("csv")).code == 0);
+  REQUIRE(run_pathbench("collect " + tmp.path.string() + " -o " + tmp.file("csv")).code == 0);
   const Csv evals = read_csv(tmp.file("csv") + "/evals.csv");
   CHECK(evals.rows.size() == 9);
   for (const auto& r : evals.rows) CHECK(r[evals.column("eval_lens")] == "32,64");
