@@ -92,6 +92,10 @@ std::string per_value_text(const Csv& csv, const std::vector<size_t>& rows, cons
   return out;
 }
 
+std::string seeds_text(size_t lo, size_t hi) {
+  return lo == hi ? fmt::format("{} seeds", lo) : fmt::format("{}–{} seeds", lo, hi);
+}
+
 double draw_caption(Svg& svg, const std::vector<std::string>& lines, double width) {
   std::string whole;
   for (const auto& l : lines) whole += (whole.empty() ? "" : whole.back() == '.' ? " " : ". ") + l;

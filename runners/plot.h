@@ -2,6 +2,8 @@
 // and x; plot_curves.cpp: learning curves): options, page layout, axes, clipped intervals,
 // captions, the legend and the file writer.
 #pragma once
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,20 @@ struct PlotOptions {
 
 constexpr double kPanelW = 300, kPanelH = 230, kLeft = 58, kRight = 14, kTop = 30, kBottom = 46;
 constexpr double kLegendW = 190;
+
+// Panels three to a row under the caption, the legend to their right.
+struct PanelGrid {
+  explicit PanelGrid(size_t panels)
+      : cols(std::min<size_t>(panels, 3)), rows((panels + cols - 1) / cols), width(double(cols) * kPanelW + kLegendW) {}
+  double x(size_t p) const { return double(p % cols) * kPanelW; }     // panel p's left edge
+  double y(size_t p) const { return top + double(p / cols) * kPanelH; }  // its top edge
+  size_t cols, rows;
+  double width;     // of the page
+  double top = 0;   // where the panels start: below the caption (draw_caption's result)
+};
+
+// "3 seeds" or "2–3 seeds", for the caption.
+std::string seeds_text(size_t lo, size_t hi);
 
 struct Scale {
   double lo, hi, from, to;  // data range -> pixel range

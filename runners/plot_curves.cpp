@@ -115,17 +115,15 @@ void plot_curves(const PlotOptions& opts) {
   caption.push_back("Line: mean over seeds; band: min–max over seeds." + selection);
   const std::string n_seqs = csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", "") : "";
   caption.push_back(fmt::format("{}{} per curve.", n_seqs.empty() ? "" : "n = " + n_seqs + " sequences per evaluation; ",
-                                seeds_lo == seeds_hi ? fmt::format("{} seeds", seeds_lo)
-                                                     : fmt::format("{}–{} seeds", seeds_lo, seeds_hi)));
+                                seeds_text(seeds_lo, seeds_hi)));
 
-  const size_t n_cols = std::min<size_t>(panels.size(), 3), n_rows = (panels.size() + n_cols - 1) / n_cols;
-  const double width = double(n_cols) * kPanelW + kLegendW;
+  PanelGrid grid(panels.size());
   Svg svg;
   svg.open("g class=\"caption\"");
-  const double top = draw_caption(svg, caption, width);
+  grid.top = draw_caption(svg, caption, grid.width);
   svg.close("g");
   for (size_t p = 0; p < panels.size(); ++p) {
-    const double px = double(p % n_cols) * kPanelW, py = top + double(p / n_cols) * kPanelH;
+    const double px = grid.x(p), py = grid.y(p);
     const Scale sx{0, x_hi, px + kLeft, px + kPanelW - kRight};
     const Scale sy{axis.lo, axis.hi, py + kPanelH - kBottom, py + kTop};
     svg.open("g class=\"panel\"");
@@ -172,9 +170,9 @@ void plot_curves(const PlotOptions& opts) {
     }
     svg.close("g");
   }
-  const double legend_end = draw_legend(svg, double(n_cols) * kPanelW + 10, top + kTop, series, true);
-  const double height = std::max(top + double(n_rows) * kPanelH, legend_end + 10);
-  write_figure(o.out, svg, width, height, panels.size(), series.size());
+  const double legend_end = draw_legend(svg, double(grid.cols) * kPanelW + 10, grid.top + kTop, series, true);
+  const double height = std::max(grid.top + double(grid.rows) * kPanelH, legend_end + 10);
+  write_figure(o.out, svg, grid.width, height, panels.size(), series.size());
 }
 
 }  // namespace pb

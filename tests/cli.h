@@ -107,16 +107,23 @@ inline pid_t find_child(pid_t parent) {
   return 0;
 }
 
-// `pathbench <args>` ("{dir}" in args: a fresh empty directory) is refused: exit 2, one stderr
-// line "pathbench: error: ..." containing `needle`, and the directory stays empty.
-inline void check_refused(const std::string& args, const std::string& needle) {
-  TempDir dir("refused");
-  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
-  INFO("args: " << args << "\nstderr: " << r.err);
+// A finished command was refused: exit status 2 and exactly one stderr line "pathbench: error: ..."
+// containing `needle`.
+inline void check_error(const RunResult& r, const std::string& needle) {
+  INFO("stderr: " << r.err);
   CHECK(r.code == 2);
   CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
   CHECK(r.err.find(needle) != std::string::npos);
+}
+
+// `pathbench <args>` ("{dir}" in args: a fresh empty directory) is refused (check_error), and the
+// directory stays empty.
+inline void check_refused(const std::string& args, const std::string& needle) {
+  TempDir dir("refused");
+  const RunResult r = run_pathbench(fmt::format(fmt::runtime(args), fmt::arg("dir", dir.path.string())));
+  INFO("args: " << args);
+  check_error(r, needle);
   CHECK(std::filesystem::is_empty(dir.path));
 }
 

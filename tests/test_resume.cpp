@@ -21,6 +21,7 @@ using Catch::Matchers::Contains;
 using pb::test::run_pathbench;
 using pb::test::RunResult;
 using pb::test::TempDir;
+using pb::test::check_error;
 
 namespace {
 
@@ -78,15 +79,6 @@ void check_same_run(const fs::path& got, const fs::path& want) {
   for (auto* r : {&a, &b}) r->erase("wall_s"), r->erase("eval_s");
   CHECK(a == b);
   CHECK_FALSE(fs::exists(got / "resume.safetensors"));  // a finished run keeps model.safetensors alone
-}
-
-// Status 2 and one line "pathbench: error: ...` holding `needle`.
-void check_error(const RunResult& r, const std::string& needle) {
-  INFO("stderr: " << r.err);
-  CHECK(r.code == 2);
-  CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK_THAT(r.err, Contains(needle));
 }
 
 }  // namespace

@@ -27,20 +27,12 @@ using Catch::Matchers::Contains;
 using pb::test::Child;
 using pb::test::RunResult;
 using pb::test::TempDir;
+using pb::test::check_error;
 using pb::test::run_pathbench;
 using pb::test::spawn;
 using pb::test::wait_exit;
 
 namespace {
-
-// Exit status 2 and exactly one stderr line "pathbench: error: ..." containing `needle`.
-void check_error(const RunResult& r, const std::string& needle) {
-  INFO("stderr: " << r.err);
-  CHECK(r.code == 2);
-  CHECK(r.err.rfind("pathbench: error: ", 0) == 0);
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK_THAT(r.err, Contains(needle));
-}
 
 // Entries of `dir` whose name holds ".tmp." (temporaries of atomic writes).
 size_t temporaries(const fs::path& dir) {

@@ -134,7 +134,7 @@ TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[swee
   const fs::path d = pb::test::fresh_dir("sched");
   auto job = [&](const std::string& name, const std::string& script) {
     const std::string dir = (d / name).string();
-    return pb::Job{{"/bin/sh", "-c", script, "sh", dir}, {}, dir, name, "label-" + name};
+    return pb::Job{{"/bin/sh", "-c", script, "sh", dir}, {}, dir, name, "label-" + name, {}, "pending"};
   };
   fs::create_directories(d / "ok");
   pb::write_file_atomic((d / "ok" / "stale.txt").string(), "old");
