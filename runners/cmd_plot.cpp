@@ -205,9 +205,7 @@ void run_plot(PlotOptions o) {
 
   PanelGrid grid(panels.size());
   Svg svg;
-  svg.open("g class=\"caption\"");
   grid.top = draw_caption(svg, caption, grid.width);
-  svg.close("g");
   for (size_t p = 0; p < panels.size(); ++p) {
     const double px = grid.x(p), py = grid.y(p);
     const Scale sx{x_lo, x_hi, px + kLeft, px + kPanelW - kRight};

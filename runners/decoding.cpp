@@ -22,14 +22,11 @@ TrainConfig read_run_config(const std::string& run) {
 
 EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, int split, int n_examples,
                              int batch) {
-  EvalResult r;
-  r.split = task.splits()[split];
+  EvalTally tally(task.splits()[split]);
   const int T = task.seq_len(), V = model.config().vocab;
   Batch b;
   std::vector<int32_t> column(batch), target(batch), pred(size_t(batch) * T), argmax(batch);  // (B), (B), (B, T), (B)
   std::vector<float> loss(size_t(batch) * T), row_loss(batch);                               // (B, T), (B)
-  int64_t correct = 0, n_targets = 0, seq_ok = 0;
-  double loss_sum = 0;
   for (int first = 0; first < n_examples; first += batch) {
     const int B = std::min(batch, n_examples - first);
     fill_batch(b, task, kEvalSeed, split, first, B);
@@ -40,23 +37,9 @@ EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, 
       cross_entropy_forward(row_loss.data(), argmax.data(), logits, target.data(), B, V);
       for (int i = 0; i < B; ++i) pred[size_t(i) * T + t] = argmax[i], loss[size_t(i) * T + t] = row_loss[i];
     }
-    for (int i = 0; i < B; ++i) {
-      int64_t wrong = 0, scored = 0;
-      for (int t = 0; t < T; ++t) {
-        const size_t o = size_t(i) * T + t;
-        if (b.target[o] >= 0) loss_sum += loss[o], ++n_targets;
-        if (!b.scored[o]) continue;
-        wrong += pred[o] != b.target[o], ++scored;
-      }
-      correct += scored - wrong, r.n += scored, seq_ok += wrong == 0;
-      ++r.seq_errors[{wrong, scored}];
-    }
+    tally.add(b, B, T, pred.data(), loss.data(), first);
   }
-  r.n_seqs = n_examples;
-  r.acc = r.n ? double(correct) / r.n : 0.0;
-  r.seq_acc = double(seq_ok) / n_examples;
-  r.loss = n_targets ? loss_sum / n_targets : 0.0;
-  return r;
+  return tally.result();
 }
 
 std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std::string>& vocab,

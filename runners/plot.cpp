@@ -97,6 +97,7 @@ std::string seeds_text(size_t lo, size_t hi) {
 }
 
 double draw_caption(Svg& svg, const std::vector<std::string>& lines, double width) {
+  svg.open("g class=\"caption\"");
   std::string whole;
   for (const auto& l : lines) whole += (whole.empty() ? "" : whole.back() == '.' ? " " : ". ") + l;
   svg.desc(whole);
@@ -119,6 +120,7 @@ double draw_caption(Svg& svg, const std::vector<std::string>& lines, double widt
     }
     if (!line.empty()) flush();
   }
+  svg.close("g");
   return y + 8;
 }
 

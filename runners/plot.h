@@ -75,7 +75,7 @@ std::string per_value_text(const Csv& csv, const std::vector<size_t>& rows, cons
                            const std::string& by);
 
 // Draws the caption (first line as a title, every line wrapped to `width`) at the top of the page,
-// and puts it unwrapped in a <desc>; returns its height.
+// in a group of class "caption" that also holds it unwrapped in a <desc>; returns its height.
 double draw_caption(Svg& svg, const std::vector<std::string>& lines, double width);
 // Draws the encodings' legend from (x, y): their markers, or with `line` line samples. Returns
 // the y below it.

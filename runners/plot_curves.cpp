@@ -119,9 +119,7 @@ void plot_curves(const PlotOptions& opts) {
 
   PanelGrid grid(panels.size());
   Svg svg;
-  svg.open("g class=\"caption\"");
   grid.top = draw_caption(svg, caption, grid.width);
-  svg.close("g");
   for (size_t p = 0; p < panels.size(); ++p) {
     const double px = grid.x(p), py = grid.y(p);
     const Scale sx{0, x_hi, px + kLeft, px + kPanelW - kRight};

@@ -317,44 +317,27 @@ std::string select_device(const TrainConfig& cfg) {
   return device;
 }
 
+EvalResult EvalTally::result() const {
+  EvalResult r = r_;
+  r.acc = r.n ? double(correct_) / r.n : 0.0;
+  r.seq_acc = double(seq_ok_) / r.n_seqs;
+  r.loss = n_targets_ ? loss_sum_ / n_targets_ : 0.0;
+  return r;
+}
+
 template <class E>
 EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch,
-                    std::vector<WrongSequence>* wrong_out) {
-  EvalResult r;
-  r.split = task.splits()[split];
+                    std::vector<WrongSequence>* wrong) {
+  EvalTally tally(task.splits()[split]);
   const int T = task.seq_len();
   Batch b;
-  int64_t correct = 0, n_targets = 0, seq_ok = 0;
-  double loss_sum = 0;
   for (int first = 0; first < n_examples; first += batch) {
     const int B = std::min(batch, n_examples - first);
     fill_batch(b, task, kEvalSeed, split, first, B);
     model.forward(b.input.data(), b.target.data(), B, T);
-    const int32_t* pred = model.predictions();
-    const auto* losses = model.row_losses();
-    for (int i = 0; i < B; ++i) {
-      int64_t wrong = 0, scored = 0;
-      for (int t = 0; t < T; ++t) {
-        const size_t o = size_t(i) * T + t;
-        if (b.target[o] >= 0) loss_sum += losses[o], ++n_targets;
-        if (!b.scored[o]) continue;
-        wrong += pred[o] != b.target[o], ++scored;
-      }
-      correct += scored - wrong, r.n += scored, seq_ok += wrong == 0;
-      ++r.seq_errors[{wrong, scored}];
-      if (wrong && wrong_out) {
-        const size_t o = size_t(i) * T;
-        wrong_out->push_back({first + i, {b.input.begin() + o, b.input.begin() + o + T},
-                              {b.target.begin() + o, b.target.begin() + o + T}, {pred + o, pred + o + T},
-                              {b.scored.begin() + o, b.scored.begin() + o + T}});
-      }
-    }
+    tally.add(b, B, T, model.predictions(), model.row_losses(), first, wrong);
   }
-  r.n_seqs = n_examples;
-  r.acc = r.n ? double(correct) / r.n : 0.0;
-  r.seq_acc = double(seq_ok) / n_examples;
-  r.loss = n_targets ? loss_sum / n_targets : 0.0;
-  return r;
+  return tally.result();
 }
 
 template <class E>

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/transformer.h"
@@ -42,6 +43,41 @@ struct WrongSequence {
 struct Batch {
   std::vector<int32_t> input, target;  // (B, T)
   std::vector<uint8_t> scored;         // (B, T)
+};
+
+// An evaluation summed batch by batch (evaluate, and evaluate_decoding in runners/decoding.h):
+// accuracy over scored targets, sequence accuracy with the per-sequence outcome counts, and the
+// mean loss over every position with a target.
+class EvalTally {
+ public:
+  explicit EvalTally(std::string split) { r_.split = std::move(split); }
+  // Adds the B sequences of `b` given their predictions and per-position losses, (B, T) each, the
+  // first being example `first` of the split; with `wrong`, appends those with a wrong scored target.
+  template <class L>
+  void add(const Batch& b, int B, int T, const int32_t* pred, const L* losses, int64_t first,
+           std::vector<WrongSequence>* wrong = nullptr) {
+    for (int i = 0; i < B; ++i) {
+      const size_t o = size_t(i) * T;
+      int64_t n_wrong = 0, scored = 0;
+      for (size_t p = o; p < o + T; ++p) {
+        if (b.target[p] >= 0) loss_sum_ += losses[p], ++n_targets_;
+        if (!b.scored[p]) continue;
+        n_wrong += pred[p] != b.target[p], ++scored;
+      }
+      correct_ += scored - n_wrong, r_.n += scored, seq_ok_ += n_wrong == 0, ++r_.n_seqs;
+      ++r_.seq_errors[{n_wrong, scored}];
+      if (n_wrong && wrong)
+        wrong->push_back({first + i, {b.input.begin() + o, b.input.begin() + o + T},
+                          {b.target.begin() + o, b.target.begin() + o + T}, {pred + o, pred + o + T},
+                          {b.scored.begin() + o, b.scored.begin() + o + T}});
+    }
+  }
+  EvalResult result() const;
+
+ private:
+  EvalResult r_;
+  int64_t correct_ = 0, n_targets_ = 0, seq_ok_ = 0;
+  double loss_sum_ = 0;
 };
 
 // Examples first_index .. first_index + B − 1 of `split`, generated in parallel, or read from a
