@@ -106,9 +106,7 @@ void add_eval_command(CLI::App& app) {
         else
           r = evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
         add_error_rows(errors, *task, r.split, wrong);
-        auto row = r.to_json(true);
-        row["step"] = cfg.steps, row["split"] = r.split, row["task"] = task->spec().canonical();
-        row["len"] = task->seq_len();
+        auto row = eval_row(r, cfg.steps, *task, true);
         if (o->decode) row["decode"] = true;
         append_line(o->run + "/eval.jsonl", row.dump());
         fmt::print("{}\n", row.dump());

@@ -178,17 +178,11 @@ void resolve_eval_sizes(TrainConfig& c) {
 // it ascending.
 void resolve_eval_lens(TrainConfig& c, const Task& task) {
   if (c.eval_lens.empty()) return;
-  std::set<int> lens;
-  for (size_t at = 0; at <= c.eval_lens.size();) {
-    const size_t end = std::min(c.eval_lens.find(',', at), c.eval_lens.size());
-    const std::string item = c.eval_lens.substr(at, end - at);
-    at = end + 1;
-    int64_t len = 0;
-    if (!parse_int(item, len) || len < 1 || len > INT_MAX)
-      fail("--eval-lens '{}': expected lengths L,... with L >= 1, got '{}'", c.eval_lens, item);
+  const auto items = eval_lens(c);
+  const std::set<int> lens(items.begin(), items.end());
+  for (const int len : lens) {
     if (len == task.spec().get_int("len")) fail("--eval-lens '{}': {} is the trained length", c.eval_lens, len);
     make_task(task_at_len(c.task, len));
-    lens.insert(int(len));
   }
   c.eval_lens = fmt::format("{}", fmt::join(lens, ","));
 }
@@ -221,10 +215,15 @@ int final_eval_n(const TrainConfig& c, const std::string& split) {
 
 std::vector<int> eval_lens(const TrainConfig& c) {
   std::vector<int> lens;
-  for (size_t at = 0; at < c.eval_lens.size();) {
+  if (c.eval_lens.empty()) return lens;
+  for (size_t at = 0; at <= c.eval_lens.size();) {
     const size_t end = std::min(c.eval_lens.find(',', at), c.eval_lens.size());
-    lens.push_back(std::stoi(c.eval_lens.substr(at, end - at)));  // canonical after resolve()
+    const std::string item = c.eval_lens.substr(at, end - at);
     at = end + 1;
+    int64_t len = 0;
+    if (!parse_int(item, len) || len < 1 || len > INT_MAX)
+      fail("--eval-lens '{}': expected lengths L,... with L >= 1, got '{}'", c.eval_lens, item);
+    lens.push_back(int(len));
   }
   return lens;
 }

@@ -97,8 +97,9 @@ void check_eval_task(const Spec& trained, const Spec& eval);
 inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
 // Examples of `split` in the final evaluation: its --eval-sizes entry, else eval_n.
 int final_eval_n(const TrainConfig& c, const std::string& split);
-// The lengths of --eval-lens (empty without it), and the spec of `task` with its len replaced by
-// `len` (pb::Error when the task has no len or rejects this one).
+// The lengths of --eval-lens in its order (empty without it; a pb::Error naming an item that is not
+// a length >= 1), and the spec of `task` with its len replaced by `len` (pb::Error when the task has
+// no len or rejects this one).
 std::vector<int> eval_lens(const TrainConfig& c);
 std::string task_at_len(const std::string& task, int64_t len);
 

@@ -38,6 +38,12 @@ nlohmann::json EvalResult::to_json(bool with_seq_errors) const {
   return j;
 }
 
+nlohmann::json eval_row(const EvalResult& r, int step, const Task& task, bool with_seq_errors) {
+  auto row = r.to_json(with_seq_errors);
+  row["step"] = step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = task.seq_len();
+  return row;
+}
+
 ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
   return {task.vocab_size(), cfg.layers, cfg.d_model, cfg.heads,
           std::max(1, int(std::lround(cfg.mlp_ratio * cfg.d_model))), cfg.pe};
@@ -142,12 +148,11 @@ void eval_at_len(Transformer<E>& model, const TrainConfig& cfg, const Task& trai
                  const std::string& dir, Progress& progress) {
   const auto task = make_task(task_at_len(cfg.task, len));
   const int64_t T = trained.seq_len();
+  const int batch = eval_batch_size(cfg, *task);
   for (int s = 1; s < int(task->splits().size()); ++s) {
     const int n = int(std::max<int64_t>(1, (final_eval_n(cfg, task->splits()[s]) * T + len - 1) / len));
-    const EvalResult r = evaluate(model, *task, s, n, eval_batch_size(cfg, *task));
-    auto row = r.to_json(true);
-    row["step"] = step, row["split"] = r.split, row["task"] = task->spec().canonical(), row["len"] = task->seq_len();
-    append_line(dir + "eval.jsonl", row.dump());
+    const EvalResult r = evaluate(model, *task, s, n, batch);
+    append_line(dir + "eval.jsonl", eval_row(r, step, *task, true).dump());
     progress.note(fmt::format("eval {} at len {} acc {:.4f} seq_acc {:.4f}", r.split, len, r.acc, r.seq_acc));
   }
 }
@@ -189,9 +194,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     for (int s = 1; s < int(task.splits().size()); ++s) {
       const int n = final ? final_eval_n(cfg, task.splits()[s]) : periodic_eval_n(cfg);
       const EvalResult r = evaluate(model, task, s, n, eval_batch);
-      auto row = r.to_json(final);
-      row["step"] = at_step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = T;
-      append_line(dir + "eval.jsonl", row.dump());
+      append_line(dir + "eval.jsonl", eval_row(r, at_step, task, final).dump());
       evals[r.split] = r.to_json();
       progress->note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
     }

@@ -33,6 +33,10 @@ struct EvalResult {
   nlohmann::json to_json(bool with_seq_errors = false) const;
 };
 
+// A line of eval.jsonl (docs/run-format.md): `r` (with its per-sequence counts when asked) and the
+// step, split, task spec and sequence length it was evaluated at.
+nlohmann::json eval_row(const EvalResult& r, int step, const Task& task, bool with_seq_errors);
+
 // One evaluated sequence with at least one wrong scored target (`pathbench eval --errors`).
 struct WrongSequence {
   int64_t index = 0;                       // example index within the split (seed kEvalSeed)
