@@ -142,15 +142,16 @@ double scored_accuracy(const int32_t* pred, const Batch& b) {
 }
 
 // The final evaluation of --eval-lens at length `len`: each eval split on about as many tokens as
-// at the trained length (ceil(n · T / len) sequences, n its final_eval_n), rows into eval.jsonl.
+// at the trained length (ceil(n · T / T_len) sequences, n its final_eval_n, T and T_len the two
+// sequence lengths: a word problem's is len + 1 with its BOS), rows into eval.jsonl.
 template <class E>
 void eval_at_len(Transformer<E>& model, const TrainConfig& cfg, const Task& trained, int len, int step,
                  const std::string& dir, Progress& progress) {
   const auto task = make_task(task_at_len(cfg.task, len));
-  const int64_t T = trained.seq_len();
+  const int64_t T = trained.seq_len(), T_len = task->seq_len();
   const int batch = eval_batch_size(cfg, *task);
   for (int s = 1; s < int(task->splits().size()); ++s) {
-    const int n = int(std::max<int64_t>(1, (final_eval_n(cfg, task->splits()[s]) * T + len - 1) / len));
+    const int n = int(std::max<int64_t>(1, (final_eval_n(cfg, task->splits()[s]) * T + T_len - 1) / T_len));
     const EvalResult r = evaluate(model, *task, s, n, batch);
     append_line(dir + "eval.jsonl", eval_row(r, step, *task, true).dump());
     progress.note(fmt::format("eval {} at len {} acc {:.4f} seq_acc {:.4f}", r.split, len, r.acc, r.seq_acc));

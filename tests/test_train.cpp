@@ -180,6 +180,18 @@ TEST_CASE("train: --eval-lens evaluates the final model at other lengths, on as 
   const Csv evals = read_csv(tmp.file("csv") + "/evals.csv");
   CHECK(evals.rows.size() == 9);
   for (const auto& r : evals.rows) CHECK(r[evals.column("eval_lens")] == "32,64");
+
+  // Tokens, not elements: a word problem of len 4 is 5 tokens with its BOS, of len 9 ten, so 10
+  // sequences at len 4 become ceil(10 · 5 / 10) = 5 at len 9.
+  TrainConfig w = small_config(tmp.file("wp"));
+  w.task = "wordproblem:len=4", w.eval_n = 10, w.eval_lens = "9";
+  resolve(w);
+  REQUIRE(run_training(w) == 0);
+  const std::string wp = read_file(w.out + "/eval.jsonl");
+  for (size_t at = 0; at < wp.size(); at = wp.find('\n', at) + 1) {
+    const auto e = nlohmann::json::parse(wp.substr(at, wp.find('\n', at) - at));
+    CHECK(e["n_seqs"] == (e["len"] == 10 ? 5 : 10));
+  }
 }
 
 TEST_CASE("train: bad options are one-line errors with status 2", "[train][cli]") {
