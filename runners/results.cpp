@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 
 #include "core/error.h"
 #include "core/spec.h"
@@ -155,12 +156,30 @@ std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>&
 std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, const BestOver& o,
                                 const std::string& metric, const std::vector<std::string>& keys,
                                 const std::vector<size_t>& rows, bool lower, std::string& note) {
+  // --select-on SPLIT[,COLUMN=VALUE...]: the pinned columns (e.g. len=512, the trained length of a
+  // length-generalisation sweep) restrict the selection rows and are not chosen per value.
+  std::vector<std::string> pins;
+  std::istringstream parts(o.select_on);
+  for (std::string part; std::getline(parts, part, ',');) pins.push_back(part);
+  const std::string split = pins.empty() ? "" : pins.front();
+  if (split.empty() || split.find('=') != std::string::npos)
+    fail("{}: --select-on '{}': expected SPLIT[,COLUMN=VALUE...]", csv_name, o.select_on);
+  pins.erase(pins.begin());
   std::vector<std::string> group, select_where = o.where;
+  for (const auto& pin : pins) {
+    const size_t eq = pin.find('=');
+    if (eq == std::string::npos || eq == 0) fail("{}: --select-on: '{}' is not COLUMN=VALUE", csv_name, pin);
+    csv.column(pin.substr(0, eq));
+    select_where.push_back(pin);
+  }
+  auto pinned = [&](const std::string& k) {
+    return std::any_of(pins.begin(), pins.end(), [&](const std::string& p) { return p.rfind(k + "=", 0) == 0; });
+  };
   for (const auto& k : keys)
-    if (k != "split") group.push_back(k);
+    if (k != "split" && !pinned(k)) group.push_back(k);
   const bool by_split = csv.has("split");
-  if (by_split) select_where.push_back("split=" + o.select_on);
-  const std::string select_metric = by_split ? metric : metric + "_" + o.select_on;  // runs.csv: acc_<split>
+  if (by_split) select_where.push_back("split=" + split);
+  const std::string select_metric = by_split ? metric : metric + "_" + split;  // runs.csv: acc_<split>
   if (!by_split && !csv.has(select_metric))
     fail("{}: --select-on {}: no column '{}'", csv_name, o.select_on, select_metric);
   const std::string tie_break = by_split && csv.has("loss") ? "loss" : "";

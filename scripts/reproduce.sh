@@ -4,6 +4,7 @@
 #                                     (results/<sweep>/records.tgz) into runs/, runs whatever of the
 #                                     sweep is missing (--pack auto; interrupt and rerun at will),
 #                                     packs the records back, collects the CSVs, rebuilds the tables
+#   scripts/reproduce.sh lengthgen    the same for lengthgen-flipflop (trained at 512, read at 1K–8K)
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
@@ -59,6 +60,28 @@ flipflop_tables() {
   atomic $d/tables.md diag
 }
 
+lengthgen_tables() {
+  local d=results/lengthgen-flipflop s pe
+  tables() {
+    echo "# lengthgen-flipflop: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. Error rates in %;"
+    echo "the learning rate is chosen per encoding on val at the trained length 512 and reported at every length."
+    for s in val val_sparse val_dense; do
+      echo
+      echo "## $s"
+      echo
+      "$PB" table $d/evals.csv --cols len --split $s --metric error_rate --percent --best-over lr --select-on val,len=512
+      echo
+      "$PB" table $d/evals.csv --cols len --split $s --metric error_rate --percent --best-over lr --select-on val,len=512 --per-seed
+    done
+  }
+  atomic $d/tables.md tables
+  for s in val val_sparse val_dense; do
+    "$PB" plot $d/evals.csv --figure acc-vs-length --split $s --select-on val,len=512 -o $d/acc-vs-length-$s.svg
+  done
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -80,7 +103,8 @@ flipflop_run() {
 
 case "${1:-}" in
   flipflop) flipflop_run ;;
+  lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
   a5) sweep_run paper-a5 ;;
-  --from-csv) flipflop_tables ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | a5 | --from-csv" >&2; exit 2 ;;
+  --from-csv) flipflop_tables && lengthgen_tables ;;
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | --from-csv" >&2; exit 2 ;;
 esac

@@ -170,6 +170,15 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
         "| path | 0.950 ± 0.071 (n=2) | 1.000 ± 0.000 (n=2) |\n"
         "\nlr chosen on val by mean acc:\n- pe=rope layers=1: lr = 0.001 (0.6)\n- pe=rope layers=2: lr = 0.01 (0.9)\n"
         "- pe=path layers=1: lr = 0.001 (0.95)\n- pe=path layers=2: lr = 0.001 (1)\n");
+  // A pinned column is chosen once: lr picked at layers = 1 is reported at layers = 2 as well, where
+  // rope alone would take 0.01 (0.9).
+  CHECK_THAT(cli({"table", csv, "--split", "val", "--best-over", "lr", "--select-on", "val,layers=1"}),
+             Contains("| rope | 0.600 ± 0.141 (n=2) | 0.800 ± 0.000 (n=2) |\n") &&
+                 Contains("lr chosen on val,layers=1 by mean acc:\n- pe=rope: lr = 0.001 (0.6)\n"));
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "val", "--best-over", "lr", "--select-on", "val,layers"}),
+                    Contains("--select-on: 'layers' is not COLUMN=VALUE"));
+  CHECK_THROWS_WITH(cli({"table", csv, "--split", "val", "--best-over", "lr", "--select-on", "val,depth=1"}),
+                    Contains("no column 'depth'"));
   // Chosen on val, reported on every split: val_sparse's better lr (0.01) is not taken.
   pb::Csv c = pb::read_csv(csv);
   c.header.push_back("loss");
