@@ -7,7 +7,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "kernels/cuda/common.cuh"
+#include "core/cuda/check.cuh"
 #include "core/cuda/runtime.h"
 #include "core/device.h"
 #include "core/error.h"
