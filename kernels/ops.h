@@ -153,22 +153,6 @@ template <class S>
 void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, double clip);
 
 // ---------------------------------------------------------------------------------------------
-// Relative-position bias tables (kernels/cpu/kerple_bias.cpp): b (H, T), b_h(r) for r = 0 .. T − 1,
-// for the bias hook of softmax attention.
-
-// KERPLE-log (Chi et al. 2022): b_h(r) = −p1_h · log(1 + p2_h · r), p = softplus(a) > 0.
-template <class S>
-void kerple_bias_forward(S* bias,       // (H, T)
-                         const S* a1,   // (H)
-                         const S* a2,   // (H)
-                         int H, int T);
-// da1_h += Σ_r db_h(r) · ∂b_h(r)/∂a1_h, da2_h likewise.
-template <class S>
-void kerple_bias_backward(S* da1, S* da2,  // (H), +=
-                          const S* dbias,  // (H, T)
-                          const S* a1, const S* a2, int H, int T);
-
-// ---------------------------------------------------------------------------------------------
 // Attention (kernels/cpu/{rope,softmax_attention,stick_breaking,path_attention}.cpp)
 
 struct AttnShape {

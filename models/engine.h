@@ -4,7 +4,11 @@
 //                            buffers are std::vector;
 //   CudaEngine               the ops of kernels/cuda/ on device pointers, buffers are
 //                            cuda::DeviceBuffer, everything enqueued on the thread's stream.
-// E::Buffer<T> holds the engine's memory; copy / zero / upload / download move it.
+// E::Buffer<T> holds the engine's memory; copy / zero / upload / download move it. Host steps, for
+// a small computation on the host inside a step (HostBiasSoftmax, models/position/bias_softmax.h):
+// E::HostBuffer<T> is host memory the engine copies to and from without waiting (pinned on the
+// GPU); download_async into it, host_step(fn, data) runs fn(data) after the work enqueued before
+// it, upload from it. On the GPU all three are enqueued on the stream, so a CUDA graph replays them.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -26,8 +30,7 @@
   X(cross_entropy_forward) X(cross_entropy_backward) X(loss_mean) X(short_conv_forward)      \
   X(short_conv_backward) X(l2norm_forward) X(l2norm_backward) X(sum_squares) X(adamw_update) \
   X(add_bias) X(bias_backward) X(log_sigmoid_forward) X(log_sigmoid_backward)                \
-  X(beta_forward) X(beta_backward) X(kerple_bias_forward) X(kerple_bias_backward)            \
-  X(rope_forward) X(rope_backward)                                                           \
+  X(beta_forward) X(beta_backward) X(rope_forward) X(rope_backward)                          \
   X(softmax_attention_forward) X(softmax_attention_backward) X(stick_breaking_forward)       \
   X(stick_breaking_backward) X(path_attention_forward) X(path_attention_backward)
 
@@ -76,6 +79,12 @@ struct CpuEngine {
   static void upload(T* dst, const T* host, size_t n) { copy(dst, host, n); }
   template <class T>
   static void download(T* host, const T* src, size_t n) { copy(host, src, n); }
+
+  template <class T>
+  using HostBuffer = Buffer<T>;
+  template <class T>
+  static void download_async(T* host, const T* src, size_t n) { copy(host, src, n); }
+  static void host_step(void (*fn)(void*), void* data) { fn(data); }
 };
 
 using Cpu32 = CpuEngine<float>;
@@ -107,6 +116,14 @@ struct CudaEngine {
   static void upload(T* dst, const T* host, size_t n) { cuda::copy_to_device(dst, host, n * sizeof(T)); }
   template <class T>
   static void download(T* host, const T* src, size_t n) { cuda::copy_to_host(host, src, n * sizeof(T)); }
+
+  template <class T>
+  using HostBuffer = cuda::PinnedBuffer<T>;
+  template <class T>
+  static void download_async(T* host, const T* src, size_t n) {
+    cuda::copy_to_host_async(host, src, n * sizeof(T));
+  }
+  static void host_step(void (*fn)(void*), void* data) { cuda::launch_host(fn, data); }
 };
 #endif
 

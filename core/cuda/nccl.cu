@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cuda/common.cuh"
+#include "core/cuda/check.cuh"
 #include "core/cuda/nccl.h"
 
 namespace pb::cuda {

@@ -7,7 +7,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "kernels/cuda/common.cuh"
+#include "core/cuda/check.cuh"
 #include "core/cuda/runtime.h"
 #include "core/device.h"
 #include "core/error.h"
@@ -217,18 +217,23 @@ void zero_on_device(void* dst, size_t bytes) {
 }
 
 void* host_alloc_pinned(size_t bytes) {
+  if (bytes == 0) return nullptr;
   const CaptureFence fence;
   void* p = nullptr;
   PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  ++t_allocations;
   return p;
 }
 void host_free_pinned(void* p) {
+  if (!p) return;
   const CaptureFence fence;
-  if (p) cudaFreeHost(p);
+  cudaDeviceSynchronize();
+  cudaFreeHost(p);
 }
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
   if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst_pinned, src, bytes, cudaMemcpyDeviceToHost, stream()));
 }
+void launch_host(void (*fn)(void*), void* data) { PB_CUDA_CHECK(cudaLaunchHostFunc(stream(), fn, data)); }
 
 Graph::~Graph() { reset(); }
 void Graph::reset() {

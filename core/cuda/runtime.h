@@ -65,9 +65,15 @@ void copy_to_host(void* dst, const void* src, size_t bytes);
 void copy_on_device(void* dst, const void* src, size_t bytes);
 void zero_on_device(void* dst, size_t bytes);
 
-void* host_alloc_pinned(size_t bytes);  // page-locked host memory, for asynchronous copies
+// Page-locked host memory, for asynchronous copies; counted by allocation_count() (a captured
+// graph copies to and from it). Freeing waits for the device: a copy or host step may still use it.
+void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* p);
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes);
+// Enqueues fn(data) on the calling thread's stream: it runs on a host thread of the runtime after
+// the work before it and before the work after it (cudaLaunchHostFunc), and a graph captures it.
+// fn must not call CUDA; data must stay valid while a graph that captured it can replay.
+void launch_host(void (*fn)(void*), void* data);
 
 // The work enqueued on this thread's stream between begin() and end(), replayed by launch().
 class Graph {

@@ -52,11 +52,6 @@ void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n)
 void beta_forward(float* beta, const float* z, int64_t n, double clip);
 void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip);
 
-// kerple_bias.cu
-void kerple_bias_forward(float* bias, const float* a1, const float* a2, int H, int T);
-void kerple_bias_backward(float* da1, float* da2, const float* dbias, const float* a1, const float* a2, int H,
-                          int T);
-
 // --- Attention -------------------------------------------------------------------------------
 // rope.cu
 void rope_forward(float* out, const float* in, const RopeArgs& args);

@@ -6,6 +6,8 @@
 // with P_rn = [bucket(r) = n], so it needs no kernel of its own: dθ += db P.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <vector>
 
 #include "core/error.h"
 #include "models/position/bias_softmax.h"
@@ -28,13 +30,13 @@ class T5 final : public BiasSoftmax<E> {
     return {{"table", {d.H, buckets_}, Init::Normal, false}};
   }
 
-  void table(S* bias, const AttnInputs<S>& in) override {
-    if (p_.size() != size_t(in.T) * buckets_) one_hot(in.T);                 // depends on T only
-    E::matmul_forward(bias, in.params[0], pt_.data(), in.dims.H, buckets_, in.T);  // b = θ Pᵀ
+  void table(S* bias, const AttnInputs<S>& in) override {  // b = θ Pᵀ
+    E::matmul_forward(bias, in.params[0], one_hot(in.T).pt.data(), in.dims.H, buckets_, in.T);
   }
 
   void table_backward(const AttnGrads<S>& g, const S* dbias, const AttnInputs<S>& in) override {  // dθ += db P
-    E::matmul_forward(g.dparams[0], dbias, p_.data(), in.dims.H, in.T, buckets_, GradMode::Accumulate);
+    E::matmul_forward(g.dparams[0], dbias, one_hot(in.T).p.data(), in.dims.H, in.T, buckets_,
+                      GradMode::Accumulate);
   }
 
  private:
@@ -46,21 +48,31 @@ class T5 final : public BiasSoftmax<E> {
     return std::min(exact + int(x), buckets_ - 1);
   }
 
-  // P (T, NB) and Pᵀ (NB, T), P_rn = [bucket(r) = n].
-  void one_hot(int T) {
-    std::vector<S> p(size_t(T) * buckets_, S(0)), pt(p.size(), S(0));
-    for (int r = 0; r < T; ++r) {
-      const int n = bucket(r);
-      p[size_t(r) * buckets_ + n] = pt[size_t(n) * T + r] = S(1);
+  // P_rn = [bucket(r) = n] for one length T.
+  struct OneHot {
+    typename E::template Buffer<S> p, pt;  // P (T, NB), Pᵀ (NB, T)
+  };
+
+  // Built once per length and kept: a captured training step goes on reading its length's
+  // matrices after an evaluation at another length.
+  const OneHot& one_hot(int T) {
+    auto [it, added] = one_hot_.try_emplace(T);
+    if (added) {
+      std::vector<S> p(size_t(T) * buckets_, S(0)), pt(p.size(), S(0));
+      for (int r = 0; r < T; ++r) {
+        const int n = bucket(r);
+        p[size_t(r) * buckets_ + n] = pt[size_t(n) * T + r] = S(1);
+      }
+      it->second.p.resize(p.size());
+      it->second.pt.resize(pt.size());
+      E::upload(it->second.p.data(), p.data(), p.size());
+      E::upload(it->second.pt.data(), pt.data(), pt.size());
     }
-    p_.resize(p.size());
-    pt_.resize(pt.size());
-    E::upload(p_.data(), p.data(), p.size());
-    E::upload(pt_.data(), pt.data(), pt.size());
+    return it->second;
   }
 
   int buckets_, max_distance_;
-  typename E::template Buffer<S> p_, pt_;  // (T, NB), (NB, T)
+  std::map<int, OneHot> one_hot_;  // by T
 };
 
 }  // namespace
