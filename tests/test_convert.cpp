@@ -133,7 +133,7 @@ TEST_CASE("convert refusals: the same encoding, a shape mismatch, no checkpoint,
               "holds a trained run");
 }
 
-TEST_CASE("train --init-from starts from the source's weights; the run id holds its checksum", "[convert]") {
+TEST_CASE("train --init-from starts from the source's weights, the run id holds its checksum", "[convert]") {
   TempDir d("init-from");
   const std::string src = d.file("rope"), src1 = d.file("rope1");
   train("--pe rope --steps 20 --seed 3", src);
@@ -195,7 +195,7 @@ TEST_CASE("train --init-from refusals: other model dims, no checkpoint, a tensor
       "has shape (16, 4) there, (16, 8)");
 }
 
-TEST_CASE("a sweep's init_from takes {seed}; collect carries init_from", "[convert]") {
+TEST_CASE("a sweep's init_from takes {seed}, collect carries init_from", "[convert]") {
   TempDir d("init-from-sweep");
   for (const int seed : {0, 1})
     train(fmt::format("--pe rope --steps 5 --seed {}", seed), d.file(fmt::format("src{}", seed)));
