@@ -87,6 +87,15 @@ TensorMap read_safetensors(const std::string& path, std::map<std::string, std::s
   return out;
 }
 
+std::string safetensors_checksum(const std::string& path) {
+  const std::string bytes = read_file(path);
+  uint64_t header_len = 0;
+  if (bytes.size() >= 8) std::memcpy(&header_len, bytes.data(), 8);
+  if (bytes.size() < 8 || header_len > bytes.size() - 8)
+    fail("'{}' is not a safetensors file: too short for its header", path);
+  return data_checksum(bytes.data() + 8 + header_len, bytes.size() - 8 - header_len);
+}
+
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();

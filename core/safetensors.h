@@ -27,6 +27,9 @@ constexpr const char* kChecksumKey = "xxh3_64";  // the checksum's key in __meta
 // (checksum mismatch) file. With `metadata`, also the string entries of __metadata__ (which the
 // checksum does not cover).
 TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata = nullptr);
+// XXH3-64 of the data section of the safetensors file at `path`, as its "xxh3_64" would hold it
+// (computed, not read: files without the key have one too); a pb::Error if it is not such a file.
+std::string safetensors_checksum(const std::string& path);
 // Written atomically (temp file + rename).
 void write_safetensors(const std::string& path, const TensorMap& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -17,6 +17,7 @@ struct Stopped : Error {
 void add_list_command(CLI::App& app);
 void add_gen_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_attention_command(CLI::App& app);

@@ -9,7 +9,7 @@
 
 namespace pb {
 
-TrainConfig read_run_config(const std::string& run) {
+nlohmann::json read_run_json(const std::string& run) {
   const std::string path = run + "/config.json";
   nlohmann::json j;
   try {
@@ -17,7 +17,12 @@ TrainConfig read_run_config(const std::string& run) {
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path, e.what());
   }
-  return config_from_json(j, path);
+  if (!j.is_object()) fail("'{}' is not a pathbench run config", path);
+  return j;
+}
+
+TrainConfig read_run_config(const std::string& run) {
+  return config_from_json(read_run_json(run), run + "/config.json");
 }
 
 EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, int split, int n_examples,

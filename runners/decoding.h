@@ -8,7 +8,9 @@
 
 namespace pb {
 
-// The config.json of run directory `run`; a pb::Error naming the file if it is not valid.
+// The config.json of run directory `run`, as JSON and as a config; a pb::Error naming the file if
+// it is missing or not valid.
+nlohmann::json read_run_json(const std::string& run);
 TrainConfig read_run_config(const std::string& run);
 
 // evaluate() by decoding: the same examples and measurements, each position's logits from the

@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
   pb::add_list_command(app);
   pb::add_gen_command(app);
   pb::add_train_command(app);
+  pb::add_convert_command(app);
   pb::add_eval_command(app);
   pb::add_generate_command(app);
   pb::add_attention_command(app);

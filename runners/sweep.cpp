@@ -227,12 +227,17 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
       std::string& spec = specs[s.key.substr(0, dot)];
       spec += fmt::format("{}{}={}", spec.find(':') == std::string::npos ? ':' : ',', s.key.substr(dot + 1), s.value);
     }
+    const auto seed =
+        std::find_if(settings.begin(), settings.end(), [](const Setting& s) { return s.key == "seed"; });
     for (const auto& s : settings) {
       if (s.key.find('.') != std::string::npos) continue;
       std::string name = s.key;
       std::replace(name.begin(), name.end(), '_', '-');
       args.push_back("--" + name);
       args.push_back(specs.count(s.key) ? specs[s.key] : s.value);
+      if (s.key == "init_from")  // a source per seed: `{seed}` is the run's seed
+        for (size_t at = 0; (at = args.back().find("{seed}", at)) != std::string::npos;)
+          args.back().replace(at, 6, seed->value);
     }
     sweep.runs.push_back({std::move(args), std::move(label)});
     more = false;

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/spec.h"
 #include "models/position/position_encoding.h"
+#include "runners/convert.h"
 #include "runners/trainer.h"
 #include "tasks/task.h"
 
@@ -71,6 +72,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
       ->type_name("SPLIT:METRIC");
   cmd.add_option("--data", c.data, "train on a `pathbench gen` bin file instead of on-the-fly data")
       ->type_name("FILE");
+  cmd.add_option("--init-from", c.init_from,
+                 "start from the weights of this run (or `pathbench convert` output), converted to --pe when its "
+                 "encoding differs; fresh optimizer and schedule (a resume checkpoint in --out wins)")
+      ->type_name("DIR");
   cmd.add_option("--device", c.device, "auto | cpu | cuda (auto: the GPU when there is one)")->capture_default_str();
   cmd.add_option("--precision", c.precision,
                  "GPU arithmetic: fp32 | tf32 (TF32 matmuls) | bf16 (bf16 matmul products and attention "
@@ -322,6 +327,11 @@ void resolve(TrainConfig& c) {
   resolve_eval_lens(c, *task);
   resolve_precision(c);
   resolve_data_parallel(c);
+  if (!c.init_from.empty() && c.init_from_xxh3.empty()) {  // a run read back keeps its checksum
+    const InitSource src = read_init_source(c.init_from, "--init-from");
+    check_init_dims(src, c, "--init-from");
+    c.init_from_xxh3 = src.checksum;
+  }
   check_memory(c, *task);
 }
 
@@ -332,7 +342,7 @@ namespace {
 const std::map<std::string, nlohmann::json> kLaterDefaults = {
     {"precision", "fp32"}, {"eval_every_n", 0},  {"stop_at", ""},
     {"patience", 0},       {"patience_on", ""},  {"eval_sizes", ""},
-    {"eval_lens", ""}};
+    {"eval_lens", ""},     {"init_from_xxh3", ""}};
 
 nlohmann::json all_semantic_json(const TrainConfig& c) {
   return {{"task", c.task},           {"pe", c.pe},
@@ -346,7 +356,7 @@ nlohmann::json all_semantic_json(const TrainConfig& c) {
           {"precision", c.precision}, {"eval_every_n", c.eval_every_n},
           {"stop_at", c.stop_at},     {"patience", c.patience},
           {"patience_on", c.patience_on}, {"eval_sizes", c.eval_sizes},
-          {"eval_lens", c.eval_lens}};
+          {"eval_lens", c.eval_lens}, {"init_from_xxh3", c.init_from_xxh3}};
 }
 
 }  // namespace
@@ -381,6 +391,8 @@ nlohmann::json to_json(const TrainConfig& c) {
   j["patience_on"] = c.patience_on;
   j["eval_sizes"] = c.eval_sizes;
   j["eval_lens"] = c.eval_lens;
+  j["init_from"] = c.init_from;
+  j["init_from_xxh3"] = c.init_from_xxh3;
   j["gpus"] = c.gpus;
   j["procs"] = c.procs;
   j["nccl_id_file"] = c.nccl_id_file;
@@ -414,6 +426,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
     c.eval_sizes = j.value("eval_sizes", ""), c.patience_on = j.value("patience_on", "");
     c.eval_lens = j.value("eval_lens", "");
+    c.init_from = j.value("init_from", ""), c.init_from_xxh3 = j.value("init_from_xxh3", "");
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());
   }

@@ -57,6 +57,12 @@ struct TrainConfig {
   // weights and optimizer (stick-breaking stays fp32). CUDA engine only. Part of the run id when
   // not fp32 (so fp32 runs keep the ids they had before the option existed).
   std::string precision = "fp32";
+  // Start from the weights of a run (or a `pathbench convert` output) instead of the fresh
+  // initialisation, converted on the fly when its encoding is not `pe` (runners/convert.h); fresh
+  // AdamW moments and schedule from step 1. The run id holds the checksum of that checkpoint,
+  // init_from_xxh3 (filled in by resolve()), not the path.
+  std::string init_from;
+  std::string init_from_xxh3;
   // Not part of the run id:
   std::string device = "auto";  // auto | cpu | cuda
   int threads = 0;              // CPU threads (0: all cores)

@@ -17,6 +17,7 @@
 #include "core/io.h"
 #include "core/safetensors.h"
 #include "git_commit.h"
+#include "runners/convert.h"
 #include "runners/data_parallel.h"
 #include "runners/progress.h"
 #include "runners/resume.h"
@@ -180,6 +181,8 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
   EarlyStop stopper(cfg, task);
   Batch batch;
   double eval_s = 0;
+  if (!resume && !cfg.init_from.empty())  // a resume checkpoint wins over --init-from
+    load_params(model, init_weights(cfg).tensors, cfg.init_from + "/" + kModelFile);
   if (resume) {
     restore_resume(model.params, *resume, dir + kResumeFile);
     stopper.restore(resume->state.early_stop);
@@ -359,7 +362,11 @@ void save_checkpoint(const Transformer<E>& model, const std::string& path) {
 
 template <class E>
 void load_checkpoint(Transformer<E>& model, const std::string& path) {
-  const TensorMap m = read_safetensors(path);
+  load_params(model, read_safetensors(path), path);
+}
+
+template <class E>
+void load_params(Transformer<E>& model, const TensorMap& m, const std::string& path) {
   std::vector<typename E::Scalar> params(model.params.size());
   for (const auto& e : model.params.entries) {
     const Tensor& t = require_tensor(m, e.spec.name, e.spec.shape, path);
@@ -371,7 +378,8 @@ void load_checkpoint(Transformer<E>& model, const std::string& path) {
 #define PB_INSTANTIATE(E)                                                                               \
   template EvalResult evaluate<E>(Transformer<E>&, const Task&, int, int, int, std::vector<WrongSequence>*); \
   template void save_checkpoint<E>(const Transformer<E>&, const std::string&);                          \
-  template void load_checkpoint<E>(Transformer<E>&, const std::string&);
+  template void load_checkpoint<E>(Transformer<E>&, const std::string&);                          \
+  template void load_params<E>(Transformer<E>&, const TensorMap&, const std::string&);
 PB_INSTANTIATE(Cpu32)
 #if PATHBENCH_HAVE_CUDA
 PB_INSTANTIATE(CudaEngine)
@@ -391,6 +399,7 @@ std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg) {
 void check_before_writing(const TrainConfig& cfg) {
   select_device(cfg);
   open_training_data(cfg);
+  if (!cfg.init_from.empty()) init_weights(cfg);  // the shapes of every tensor
 }
 
 int run_training(const TrainConfig& cfg, const RunContext& ctx, const ResumePoint* resume) {

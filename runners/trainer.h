@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/safetensors.h"
 #include "models/transformer.h"
 #include "runners/train_config.h"
 #include "tasks/task.h"
@@ -113,6 +114,10 @@ template <class E>
 void save_checkpoint(const Transformer<E>& model, const std::string& path);
 template <class E>
 void load_checkpoint(Transformer<E>& model, const std::string& path);
+// Sets the parameters of `model` from tensors under their names (a pb::Error naming `path` and a
+// missing or ill-shaped tensor).
+template <class E>
+void load_params(Transformer<E>& model, const TensorMap& m, const std::string& path);
 
 // "cpu" or "cuda" for --device auto|cpu|cuda (auto: the GPU when this build and machine have
 // one), after selecting the engine's settings (CPU threads; the calling thread's GPU precision).
@@ -147,7 +152,7 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx = {}, const Resum
 std::unique_ptr<DatasetReader> open_training_data(const TrainConfig& cfg);
 
 // What run_training would refuse before it writes anything (the device, --gpus, --precision, the
-// --data file), refused now: `train` calls it before it locks --out.
+// --data file, the tensors of --init-from), refused now: `train` calls it before it locks --out.
 void check_before_writing(const TrainConfig& cfg);
 
 }  // namespace pb

@@ -127,7 +127,7 @@ TEST_CASE("cli bench attention: bad arguments name the option, no GPU is one cle
 }
 
 TEST_CASE("cli: an unknown command is named, with the valid ones", "[cli]") {
-  check_refused("nosuch", "unknown command 'nosuch'; valid: list, gen, train, eval, generate, attention, bench, sweep, collect");
+  check_refused("nosuch", "unknown command 'nosuch'; valid: list, gen, train, convert, eval, generate, attention, bench, sweep, collect");
   check_refused("list --nosuch", "not expected: --nosuch");  // errors inside a command keep CLI11's message
 }
 

@@ -200,3 +200,18 @@ pe = ["path"]
     }
   }
 }
+
+// With --init-from the resume checkpoint wins (docs/conversion.md): the resumed run continues from
+// its own weights and moments, and ends as the uninterrupted run does; loading the source again
+// at the resume would not.
+TEST_CASE("resume: a run started --init-from resumes from its checkpoint, not from the source", "[resume]") {
+  const TempDir d("resume_init");
+  const fs::path src = d.path / "src", ref = d.path / "ref", run = d.path / "run";
+  REQUIRE(run_pathbench(fmt::format("{} --steps 20 --out {}", kModel, src.string())).code == 0);
+  const std::string args = fmt::format("{} --init-from {}", kRun, src.string());
+  REQUIRE(run_pathbench(args + " --out " + ref.string()).code == 0);
+  interrupt(args, run);
+  REQUIRE(run_pathbench(fmt::format("{} --out {} --resume", args, run.string())).code == 0);
+  CHECK(read_json(run / "meta.json").value("resumed_from_step", 0) >= 10);
+  check_same_run(run, ref);
+}

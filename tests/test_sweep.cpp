@@ -3,6 +3,7 @@
 // [e2e] tests drive the built pathbench (PATHBENCH_EXE) with real `train` runs and kill them.
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -85,7 +86,17 @@ TEST_CASE("sweep: run ids through train's options are stable, built-in sweeps re
     const pb::Sweep sweep = pb::parse_sweep(pb::read_file(e.path().string()), e.path().string(), pb::train_option_kinds());
     CHECK(sweep.name == e.path().stem().string());
     std::set<std::string> ids;
-    for (const auto& run : sweep.runs) ids.insert(pb::run_id_of(run.args));
+    for (const auto& run : sweep.runs) {
+      // The source of an init_from exists once the sweep before it has run (scripts/conversion.sh):
+      // such runs are not resolved, and are told apart by their options.
+      const auto from = std::find(run.args.begin(), run.args.end(), "--init-from");
+      if (from == run.args.end()) {
+        ids.insert(pb::run_id_of(run.args));
+      } else {
+        CHECK(from[1].find("{seed}") == std::string::npos);
+        ids.insert(fmt::format("{}", fmt::join(run.args, " ")));
+      }
+    }
     CHECK(ids.size() == sweep.runs.size());
   }
 }

@@ -6,7 +6,7 @@ import re
 # be all digits, "123e4" would read as a float).
 STRING_COLUMNS = {"sweep", "run_id", "status", "error", "task", "task_name", "train_task", "pe",
                   "pe_name", "split", "data", "device", "commit", "gpu_name", "precision",
-                  "stop_at", "stop", "eval_sizes", "bins"}
+                  "stop_at", "stop", "eval_sizes", "init_from", "bins"}
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?|[+-]?(inf|nan)", re.I)
 
