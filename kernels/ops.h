@@ -160,10 +160,11 @@ struct AttnShape {
 };
 
 // RoPE, rotate-half pairing over the whole head dim: channel m pairs with m + D/2, angle
-// t·base^(-2m/D). out may alias in. Backward is the rotation by the opposite angle.
+// (offset + t)·base^(-2m/D). out may alias in. Backward is the rotation by the opposite angle.
 struct RopeArgs {
   AttnShape shape;
   double base = 10000.0;
+  int offset = 0;  // row t is at position offset + t (decoding rotates one token at its position)
 };
 template <class S>
 void rope_forward(S* out, const S* in, const RopeArgs& args);   // (B, T, H, D)
@@ -234,5 +235,62 @@ void path_attention_backward(S* dq, S* dk, S* dv, S* dw,  // (B, T, H, D), overw
                              const S* dout, const S* o, const S* lse,
                              const S* q, const S* k, const S* v, const S* w, const S* beta,
                              const S* log_f, const PathAttentionArgs& args);
+
+// ---------------------------------------------------------------------------------------------
+// Decoding one token per sequence against a KV cache (kernels/cpu/decode.cpp; models/decoder.h).
+// The cache kc, vc is (B, H, Tmax, D): the keys of one (b, h) are contiguous, rows 0 .. T − 1
+// filled. Per-head scalars of one token are (B, H).
+struct DecodeArgs {
+  int B, H, D;
+  int Tmax;      // the cache's capacity in tokens
+  int T;         // tokens in the cache with the new one: the new token is at position t = T − 1
+  double scale;  // the logit scale (decode_attention, decode_stick_breaking)
+};
+// kc[b, h, t] = k[b, h],  vc[b, h, t] = v[b, h]
+template <class S>
+void kv_append(S* kc, S* vc,             // (B, H, Tmax, D)
+               const S* k, const S* v,   // (B, H, D)
+               const DecodeArgs& args);
+// The gate's prefix sum at the new token: G_sum += log f (in double), G[b, h, t] = G_sum[b, h].
+template <class S>
+void decode_gate(S* G,              // (B, H, Tmax)
+                 double* G_sum,     // (B, H) running Σ log f, zero before token 0
+                 const S* log_f,    // (B, H)
+                 const DecodeArgs& args);
+// Softmax attention of the new token (query q at position t) over the cached tokens j < T:
+//   s_j = scale · q·k_j + (G_t − G_j) + b_h(t − j),  o = Σ_j softmax_j(s_j) v_j
+// G null: no gate; bias null: no bias, else b_h(r) = bias[h · bias_stride + r] for r < T.
+template <class S>
+void decode_attention(S* o,                          // (B, H, D)
+                      const S* q,                    // (B, H, D)
+                      const S* kc, const S* vc,      // (B, H, Tmax, D)
+                      const S* G,                    // (B, H, Tmax) or null
+                      const DecodeArgs& args,
+                      const S* bias = nullptr,       // (H, bias_stride) or null
+                      int bias_stride = 0);
+// PaTH's key update by the new token's transition, before its key is cached:
+//   k_j ← H_t k_j = k_j − β_t (w_t·k_j) w_t  for j < t = T − 1 (per b, h)
+// so the cache holds H_t ⋯ H_{j+1} k_j and the logit of query t is scale · q_t·k_j.
+template <class S>
+void path_key_update(S* kc,           // (B, H, Tmax, D), rows j < T − 1 in place
+                     const S* w,      // (B, H, D) w_t, unit rows
+                     const S* beta,   // (B, H) β_t
+                     const DecodeArgs& args);
+// Stick-breaking attention of the new token (query at t = T − 1) over the cached tokens:
+//   z_j = scale · q·k_j,  log A_j = log σ(z_j) − Σ_{j<l<t} softplus(z_l)  (j < t)
+//   o = Σ_{j<t} A_j v_j + (1 − Σ_{j<t} A_j) v_t,  1 − Σ A_j = exp(−Σ_{j<t} softplus(z_j))
+template <class S>
+void decode_stick_breaking(S* o,                      // (B, H, D)
+                           const S* q,                // (B, H, D)
+                           const S* kc, const S* vc,  // (B, H, Tmax, D)
+                           const DecodeArgs& args);
+// short_conv_forward for one token: y = silu(a[0] ⊙ u + a[1] ⊙ u_{t−1} + a[2] ⊙ u_{t−2}) with
+// state = (u_{t−1}, u_{t−2}) (zero before token 0), then state = (u, u_{t−1}).
+template <class S>
+void short_conv_step(S* y,         // (B, C)
+                     S* state,     // (B, 2, C) in place
+                     const S* u,   // (B, C)
+                     const S* a,   // (3, C)
+                     int B, int C);
 
 }  // namespace pb

@@ -5,11 +5,12 @@
 namespace pb {
 
 template <class E>
-Decoder<E>::Decoder(const Transformer<E>& model, int B) : model_(model), B_(B) {
+Decoder<E>::Decoder(const Transformer<E>& model, int B, int Tmax) : model_(model), B_(B) {
   if (B < 1) fail("decoder: batch must be >= 1, got {}", B);
   const ModelConfig& cfg = model.cfg_;
   const size_t C = cfg.d_model, HD = size_t(cfg.heads) * model.D_, F = cfg.ffn;
-  for (const auto& l : model.layers_) attn_.push_back(l.pe->decoder({cfg.d_model, cfg.heads, model.D_}, B));
+  for (const auto& l : model.layers_)
+    attn_.push_back(l.pe->decoder({cfg.d_model, cfg.heads, model.D_}, B, Tmax));
   tokens_.resize(B);
   for (auto* b : {&x_, &h_, &x_mid_}) b->resize(B * C);
   rstd_.resize(B);
@@ -56,5 +57,8 @@ const typename E::Scalar* Decoder<E>::step(const int32_t* tokens) {
 
 template class Decoder<Cpu32>;
 template class Decoder<Cpu64>;
+#if PATHBENCH_HAVE_CUDA
+template class Decoder<CudaEngine>;
+#endif
 
 }  // namespace pb

@@ -1,7 +1,8 @@
-// Token-by-token decoding of a Transformer (CPU engines): B sequences advance together, one token
-// each per step(); each layer keeps its encoding's decoding state (AttnDecoder, position_encoding.h:
-// a KV cache, plus gate sums, PaTH's updated keys and convolution state), O(T·d) per sequence.
-// After feeding tokens 0 .. t the logits are those of the parallel forward at position t.
+// Token-by-token decoding of a Transformer on any engine: B sequences advance together, one token
+// each per step(), up to a maximum length Tmax; each layer keeps its encoding's decoding state
+// (AttnDecoder, position_encoding.h: a KV cache, plus gate sums, PaTH's updated keys and
+// convolution state) in the engine's memory, O(Tmax·d) per sequence. After feeding tokens 0 .. t
+// the logits are those of the parallel forward at position t.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,13 +15,13 @@ namespace pb {
 template <class E>
 class Decoder {
  public:
-  static_assert(!E::on_device, "decoding runs on the CPU engines");
   using S = typename E::Scalar;
 
-  // Empty caches for B sequences; the model must outlive the decoder and not change meanwhile.
-  Decoder(const Transformer<E>& model, int B);
-  // Feeds one token per sequence (B) at position position(); returns the logits (B, V) of that
-  // position, valid until the next step.
+  // Empty caches for B sequences of at most Tmax tokens; the model must outlive the decoder and not
+  // change meanwhile.
+  Decoder(const Transformer<E>& model, int B, int Tmax);
+  // Feeds one token per sequence (B, host memory) at position position() < Tmax; returns the
+  // logits (B, V) of that position in E's memory, valid until the next step.
   const S* step(const int32_t* tokens);
   int position() const { return t_; }
   int batch() const { return B_; }

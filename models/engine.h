@@ -32,7 +32,9 @@
   X(add_bias) X(bias_backward) X(log_sigmoid_forward) X(log_sigmoid_backward)                \
   X(beta_forward) X(beta_backward) X(rope_forward) X(rope_backward)                          \
   X(softmax_attention_forward) X(softmax_attention_backward) X(stick_breaking_forward)       \
-  X(stick_breaking_backward) X(path_attention_forward) X(path_attention_backward)
+  X(stick_breaking_backward) X(path_attention_forward) X(path_attention_backward)            \
+  X(kv_append) X(decode_gate) X(decode_attention) X(path_key_update) X(decode_stick_breaking) \
+  X(short_conv_step)
 
 // Ops that so far have only their CPU reference (kernels/ops.h, kernels/cpu/): the CPU engines
 // forward them like the others, the CUDA engine refuses them at run time, so a new op never breaks

@@ -1,14 +1,13 @@
 // `pathbench eval`: evaluates a run's checkpoint, on its own task or at another `len` of it (length
 // generalisation; any other change of the spec is refused). Prints one JSON line per split on
 // stdout and appends the rows to the run's eval.jsonl. --decode evaluates token by token with the
-// KV cache (runners/decoding.h, CPU engine), its rows marked "decode": true; --errors lists the
-// sequences the (parallel) evaluation got wrong.
+// KV cache (runners/decoding.h; on the CPU engine unless --device cuda), its rows marked
+// "decode": true; --errors lists the sequences the (parallel) evaluation got wrong.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -72,15 +71,16 @@ void add_eval_command(CLI::App& app) {
                   "write the sequences with a wrong scored target to this CSV (split, index, wrong, scored, "
                   "input, target, prediction, positions)")
       ->type_name("FILE");
-  cmd->add_flag("--decode", o->decode, "decode token by token with a KV cache (CPU engine; same results as the parallel forward)");
+  cmd->add_flag("--decode", o->decode,
+                "decode token by token with a KV cache (CPU engine unless --device cuda; same results as the "
+                "parallel forward)");
   cmd->callback([o] {
     TrainConfig cfg = read_run_config(o->run);
     const auto task = make_task(o->task.empty() ? cfg.task : o->task);
     check_eval_task(make_task(cfg.task)->spec(), task->spec());
     if (o->n < 0 || o->n > kMaxEvalN) fail("--n must be in [1, {}], got {}", kMaxEvalN, o->n);
-    if (o->decode && o->device == "cuda") fail("--decode runs on the CPU engine: use --device cpu or auto");
     if (o->decode && !o->errors.empty()) fail("--errors lists the parallel evaluation's errors: drop --decode");
-    cfg.device = o->decode ? "cpu" : o->device;
+    cfg.device = o->decode && o->device == "auto" ? "cpu" : o->device;
     TrainConfig at_eval = cfg;  // the run's config checked like a new one, at the evaluated length
     at_eval.task = task->spec().canonical();
     resolve(at_eval);
@@ -100,11 +100,8 @@ void add_eval_command(CLI::App& app) {
         const int batch = eval_batch_size(cfg, *task);
         std::vector<WrongSequence> wrong;
         EvalResult r;
-        if constexpr (std::is_same_v<E, Cpu32>)
-          r = o->decode ? evaluate_decoding(model, *task, s, n, batch)
-                        : evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
-        else
-          r = evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
+        r = o->decode ? evaluate_decoding(model, *task, s, n, batch)
+                      : evaluate(model, *task, s, n, batch, errors_out ? &wrong : nullptr);
         add_error_rows(errors, *task, r.split, wrong);
         auto row = eval_row(r, cfg.steps, *task, true);
         if (o->decode) row["decode"] = true;

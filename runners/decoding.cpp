@@ -25,27 +25,37 @@ TrainConfig read_run_config(const std::string& run) {
   return config_from_json(read_run_json(run), run + "/config.json");
 }
 
-EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, int split, int n_examples,
+template <class E>
+EvalResult evaluate_decoding(const Transformer<E>& model, const Task& task, int split, int n_examples,
                              int batch) {
   EvalTally tally(task.splits()[split]);
   const int T = task.seq_len(), V = model.config().vocab;
   Batch b;
   std::vector<int32_t> column(batch), target(batch), pred(size_t(batch) * T), argmax(batch);  // (B), (B), (B, T), (B)
   std::vector<float> loss(size_t(batch) * T), row_loss(batch);                               // (B, T), (B)
+  typename E::template Buffer<int32_t> target_e(batch), argmax_e(batch);  // (B) in E's memory
+  typename E::template Buffer<float> row_loss_e(batch);                   // (B)
   for (int first = 0; first < n_examples; first += batch) {
     const int B = std::min(batch, n_examples - first);
     fill_batch(b, task, kEvalSeed, split, first, B);
-    Decoder<Cpu32> dec(model, B);
+    Decoder<E> dec(model, B, T);
     for (int t = 0; t < T; ++t) {
       for (int i = 0; i < B; ++i) column[i] = b.input[size_t(i) * T + t], target[i] = b.target[size_t(i) * T + t];
-      const float* logits = dec.step(column.data());  // (B, V)
-      cross_entropy_forward(row_loss.data(), argmax.data(), logits, target.data(), B, V);
+      const float* logits = dec.step(column.data());  // (B, V) in E's memory
+      E::upload(target_e.data(), target.data(), B);
+      E::cross_entropy_forward(row_loss_e.data(), argmax_e.data(), logits, target_e.data(), B, V);
+      E::download(argmax.data(), argmax_e.data(), B);
+      E::download(row_loss.data(), row_loss_e.data(), B);
       for (int i = 0; i < B; ++i) pred[size_t(i) * T + t] = argmax[i], loss[size_t(i) * T + t] = row_loss[i];
     }
     tally.add(b, B, T, pred.data(), loss.data(), first);
   }
   return tally.result();
 }
+template EvalResult evaluate_decoding<Cpu32>(const Transformer<Cpu32>&, const Task&, int, int, int);
+#if PATHBENCH_HAVE_CUDA
+template EvalResult evaluate_decoding<CudaEngine>(const Transformer<CudaEngine>&, const Task&, int, int, int);
+#endif
 
 std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std::string>& vocab,
                                   const std::string& where) {
@@ -67,7 +77,7 @@ std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std
 std::vector<int32_t> greedy_continuation(const Transformer<Cpu32>& model, const std::vector<int32_t>& prompt,
                                          int max_new) {
   const int V = model.config().vocab;
-  Decoder<Cpu32> dec(model, 1);
+  Decoder<Cpu32> dec(model, 1, int(prompt.size()) + max_new);
   const float* logits = nullptr;  // (1, V)
   for (int32_t token : prompt) logits = dec.step(&token);
   std::vector<int32_t> out;

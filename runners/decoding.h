@@ -1,5 +1,5 @@
-// Evaluation and generation by token-by-token decoding (models/decoder.h), on the CPU engine:
-// `pathbench eval --decode` and `pathbench generate`.
+// Evaluation and generation by token-by-token decoding (models/decoder.h): `pathbench eval
+// --decode` (any engine) and `pathbench generate` (CPU engine).
 #pragma once
 #include <string>
 #include <vector>
@@ -14,8 +14,9 @@ nlohmann::json read_run_json(const std::string& run);
 TrainConfig read_run_config(const std::string& run);
 
 // evaluate() by decoding: the same examples and measurements, each position's logits from the
-// KV cache instead of the parallel forward.
-EvalResult evaluate_decoding(const Transformer<Cpu32>& model, const Task& task, int split, int n_examples,
+// KV cache instead of the parallel forward. Instantiated for Cpu32 (and CudaEngine when built).
+template <class E>
+EvalResult evaluate_decoding(const Transformer<E>& model, const Task& task, int split, int n_examples,
                              int batch);
 
 // Token ids of one line of space-separated vocabulary names; a pb::Error naming `where` (FILE:LINE)

@@ -10,9 +10,10 @@
 
 #include "check.h"
 #include "cli.h"
+#include "core/device.h"
 #include "core/io.h"
 #include "models/decoder.h"
-#include "models/position/path.h"
+#include "kernels/ops.h"
 #include "runners/decoding.h"
 
 using namespace pb;
@@ -38,7 +39,7 @@ double decode_error(Transformer<E>& model, int B, int T) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 5 + i / 3) % V);
   model.forward(tokens.data(), targets.data(), B, T);
   const auto* full = model.logits();  // (B, T, V)
-  Decoder<E> dec(model, B);
+  Decoder<E> dec(model, B, T);
   std::vector<int32_t> column(B);
   double worst = 0;
   for (int t = 0; t < T; ++t) {
@@ -101,10 +102,11 @@ TEST_CASE("path_key_update: the cache holds the Householder products of the para
   const std::vector<double> w = test::unit_rows(test::randn(size_t(T) * H * D, 2), D);
   std::vector<double> beta = test::randu(size_t(T) * H, 3, 0, 2);  // (T, H)
   beta[5] = 1e-6, beta[6] = 2 - 1e-6;
-  std::vector<double> cache;  // (t, H, D)
+  std::vector<double> cache(size_t(H) * T * D);  // (1, H, T, D)
   for (int t = 0; t < T; ++t) {
-    path_key_update(cache.data(), w.data() + size_t(t) * H * D, beta.data() + size_t(t) * H, t, H, D);
-    cache.insert(cache.end(), k.begin() + size_t(t) * H * D, k.begin() + size_t(t + 1) * H * D);
+    const DecodeArgs args{1, H, D, T, t + 1, 1.0};
+    path_key_update(cache.data(), w.data() + size_t(t) * H * D, beta.data() + size_t(t) * H, args);
+    kv_append(cache.data(), cache.data(), k.data() + size_t(t) * H * D, k.data() + size_t(t) * H * D, args);
     for (int j = 0; j <= t; ++j)
       for (int h = 0; h < H; ++h) {
         Mat P = Mat::Identity(D, D);  // H_t ⋯ H_{j+1}
@@ -113,7 +115,7 @@ TEST_CASE("path_key_update: the cache holds the Householder products of the para
           P = (Mat::Identity(D, D) - beta[size_t(s) * H + h] * ws * ws.transpose()) * P;
         }
         const Eigen::VectorXd want = P * Eigen::Map<const Eigen::VectorXd>(k.data() + (size_t(j) * H + h) * D, D);
-        const Eigen::Map<const Eigen::VectorXd> got(cache.data() + (size_t(j) * H + h) * D, D);
+        const Eigen::Map<const Eigen::VectorXd> got(cache.data() + (size_t(h) * T + j) * D, D);
         INFO("t=" << t << " j=" << j << " h=" << h);
         CHECK((got - want).norm() <= 1e-12 * want.norm());
       }
@@ -208,5 +210,25 @@ TEST_CASE("generate and eval --decode refuse bad input with one line", "[decode]
   test::check_refused(fmt::format("generate --run {} --prompts {}", run, tmp.file("missing.txt")), "missing.txt");
   test::check_refused(fmt::format("generate --run {}/nothing --prompts {}", run, prompts("ok.txt", "w 1 r\n")),
                       "config.json");
-  test::check_refused(fmt::format("eval --run {} --decode --device cuda", run), "--decode runs on the CPU engine");
+  if (cuda_device_count() == 0)  // with a GPU, tests/test_cuda_decode.cpp runs it
+    test::check_refused(fmt::format("eval --run {} --decode --device cuda", run), "--device cuda: ");
+  test::check_refused("bench decode --device tpu", "--device must be auto, cpu or cuda, got 'tpu'");
+}
+
+// Decoding rotates one token by rope_forward at its position: the same bits as the parallel
+// rotation of the whole sequence, whose table is built from the same double angles.
+TEST_CASE("rope_forward with an offset rotates rows as at those positions", "[decode][rope]") {
+  const int B = 2, T = 7, H = 3, D = 8, offset = 5, L = offset + T;
+  const std::vector<double> x = test::randn(size_t(B) * L * H * D, 4);  // (B, L, H, D)
+  std::vector<double> full(x.size()), tail(size_t(B) * T * H * D), want(tail.size()), got(tail.size());
+  rope_forward(full.data(), x.data(), RopeArgs{{B, L, H, D}, 10000.0});
+  const size_t row = size_t(H) * D;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (size_t i = 0; i < row; ++i) {
+        tail[(size_t(b) * T + t) * row + i] = x[(size_t(b) * L + offset + t) * row + i];
+        want[(size_t(b) * T + t) * row + i] = full[(size_t(b) * L + offset + t) * row + i];
+      }
+  rope_forward(got.data(), tail.data(), RopeArgs{{B, T, H, D}, 10000.0, offset});
+  CHECK(got == want);
 }

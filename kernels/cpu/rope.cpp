@@ -1,4 +1,5 @@
-// RoPE, rotate-half pairing (channel m with m + D/2), angle t·base^(-2m/D). Derivation: kernels/README.md.
+// RoPE, rotate-half pairing (channel m with m + D/2), angle (offset + t)·base^(-2m/D).
+// Derivation: kernels/README.md.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -8,21 +9,21 @@
 namespace pb {
 namespace {
 
-// cos and sin of the angle t·base^(-2m/D), computed in double, stored in S.
+// cos and sin of the angle (offset + t)·base^(-2m/D), computed in double, stored in S.
 template <class S>
 struct RopeTable {
   std::vector<S> cos, sin;  // (T, D/2)
 };
 
 template <class S>
-RopeTable<S> rope_table(int T, int D, double base) {
+RopeTable<S> rope_table(int T, int offset, int D, double base) {
   const int half = D / 2;
   RopeTable<S> table{std::vector<S>(size_t(T) * half), std::vector<S>(size_t(T) * half)};
   for (int m = 0; m < half; ++m) {
     // θ_m = base^(-2m/D)
     const double theta = std::pow(base, -2.0 * m / D);
     for (int t = 0; t < T; ++t) {
-      const double angle = t * theta;
+      const double angle = (offset + t) * theta;
       table.cos[size_t(t) * half + m] = S(std::cos(angle));
       table.sin[size_t(t) * half + m] = S(std::sin(angle));
     }
@@ -37,7 +38,7 @@ void rotate(S* out,       // (B, T, H, D)
             const RopeArgs& args, S sign) {
   const int B = args.shape.B, T = args.shape.T, H = args.shape.H, D = args.shape.D;
   const int half = D / 2;
-  const RopeTable<S> table = rope_table<S>(T, D, args.base);
+  const RopeTable<S> table = rope_table<S>(T, args.offset, D, args.base);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {

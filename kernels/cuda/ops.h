@@ -78,4 +78,14 @@ void path_attention_backward(float* dq, float* dk, float* dv, float* dw, float* 
                              const float* k, const float* v, const float* w, const float* beta,
                              const float* log_f, const PathAttentionArgs& args);
 
+// --- Decoding --------------------------------------------------------------------------------
+// decode.cu
+void kv_append(float* kc, float* vc, const float* k, const float* v, const DecodeArgs& args);
+void decode_gate(float* G, double* G_sum, const float* log_f, const DecodeArgs& args);
+void decode_attention(float* o, const float* q, const float* kc, const float* vc, const float* G,
+                      const DecodeArgs& args, const float* bias = nullptr, int bias_stride = 0);
+void path_key_update(float* kc, const float* w, const float* beta, const DecodeArgs& args);
+void decode_stick_breaking(float* o, const float* q, const float* kc, const float* vc, const DecodeArgs& args);
+void short_conv_step(float* y, float* state, const float* u, const float* a, int B, int C);
+
 }  // namespace pb::cuda

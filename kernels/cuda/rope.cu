@@ -1,4 +1,4 @@
-// RoPE, rotate-half pairing (channel m with m + D/2), angle t·base^(−2m/D); kernels/README.md.
+// RoPE, rotate-half pairing (channel m with m + D/2), angle (offset + t)·base^(−2m/D); kernels/README.md.
 // Like the CPU, each call first builds the (T, D/2) cos/sin table from double-precision angles
 // (into scratch), then rotates every pair with one thread per kVec consecutive pairs (float4 when
 // D/2 % 4 == 0 and the buffers are 16-byte aligned). out may alias in: each thread reads its
@@ -20,14 +20,14 @@ struct alignas(8 * kVec) CosSin {  // kVec (cos, sin) entries of the table
   float2 v[kVec];
 };
 
-// table (T, D/2) of (cos, sin)(t·θ_m), θ_m = base^(−2m/D), computed in double
-__global__ void table_kernel(float2* table, int T, int half, int D, double base) {
+// table (T, D/2) of (cos, sin)((offset + t)·θ_m), θ_m = base^(−2m/D), computed in double
+__global__ void table_kernel(float2* table, int T, int half, int D, double base, int offset) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < int64_t(T) * half;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int t = int(i / half), m = int(i % half);
     const double theta = pow(base, -2.0 * m / D);
     double s, c;
-    sincos(t * theta, &s, &c);
+    sincos((offset + t) * theta, &s, &c);
     table[i] = make_float2(float(c), float(s));
   }
 }
@@ -63,8 +63,8 @@ void rotate(float* out, const float* in, const RopeArgs& args, float sign) {
   const int64_t n_pairs = int64_t(B) * T * H * half;
   if (n_pairs == 0) return;
   float2* table = static_cast<float2*>(scratch(sizeof(float2) * size_t(T) * half));  // (T, D/2)
-  table_kernel<<<blocks_for(int64_t(T) * half), kElementThreads, 0, stream()>>>(table, T, half,
-                                                                         args.shape.D, args.base);
+  table_kernel<<<blocks_for(int64_t(T) * half), kElementThreads, 0, stream()>>>(
+      table, T, half, args.shape.D, args.base, args.offset);
   PB_LAUNCH_CHECK();
   if (half % 4 == 0 && aligned16(out) && aligned16(in))
     rotate_kernel<4><<<blocks_for(n_pairs / 4), kElementThreads, 0, stream()>>>(

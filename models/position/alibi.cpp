@@ -34,8 +34,8 @@ class Alibi final : public PositionEncoding<E> {
                                   in.k, in.v, log_f_.data(), softmax_args(in));
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<Decoder>(d, B);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<Decoder>(d, B, Tmax);
   }
 
  private:
@@ -43,10 +43,14 @@ class Alibi final : public PositionEncoding<E> {
 
   // The cache with the constant gate log f = −m_h.
   struct Decoder final : SoftmaxDecoder<E> {
-    Decoder(const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, true) {}
-    void log_f(S* lf, const DecodeInputs<S>& in) override {
-      for (int i = 0; i < in.B * in.dims.H; ++i) lf[i] = neg_slope(i % in.dims.H, in.dims.H);
+    Decoder(const LayerDims& d, int B, int Tmax) : SoftmaxDecoder<E>(d, B, Tmax, true) {
+      std::vector<S> slopes(size_t(B) * d.H);
+      for (size_t i = 0; i < slopes.size(); ++i) slopes[i] = neg_slope(int(i % d.H), d.H);
+      slopes_.resize(slopes.size());
+      E::upload(slopes_.data(), slopes.data(), slopes.size());
     }
+    void log_f(S* lf, const DecodeInputs<S>&) override { E::copy(lf, slopes_.data(), slopes_.size()); }
+    typename E::template Buffer<S> slopes_;  // (B, H) −m_h
   };
 
   typename E::template Buffer<S> log_f_, dlog_f_, lse_;  // (B, T, H); the slopes are fixed, dlog_f_ is unused

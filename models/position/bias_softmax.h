@@ -36,8 +36,8 @@ class BiasSoftmax : public PositionEncoding<E> {
     if (!given) table_backward(g, dbias_.data(), in);
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<Decoder>(*this, d, B);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<Decoder>(*this, d, B, Tmax);
   }
 
  protected:
@@ -47,27 +47,27 @@ class BiasSoftmax : public PositionEncoding<E> {
   virtual void table_backward(const AttnGrads<S>& g, const S* dbias, const AttnInputs<S>& in) = 0;
 
  private:
-  // The cache with the table, recomputed when the sequence outgrows it (b_h(r) does not depend on
-  // the table's length), so in O(1) amortised per token.
+  // The cache with the table of the decoder's maximum length, computed at the first token (b_h(r)
+  // does not depend on the table's length).
   class Decoder final : public SoftmaxDecoder<E> {
    public:
-    Decoder(BiasSoftmax& enc, const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, false), enc_(enc) {}
+    Decoder(BiasSoftmax& enc, const LayerDims& d, int B, int Tmax)
+        : SoftmaxDecoder<E>(d, B, Tmax, false), enc_(enc) {}
 
    protected:
-    const S* bias(int T, const DecodeInputs<S>& in, int& stride) override {
-      if (T > length_) {
-        length_ = std::max(T, 2 * length_);
-        table_.resize(size_t(in.dims.H) * length_);
-        enc_.table(table_.data(), {1, length_, in.dims, nullptr, nullptr, nullptr, nullptr, in.params});
+    const S* bias(const DecodeInputs<S>& in, int& stride) override {
+      const int length = this->Tmax();
+      if (table_.empty()) {
+        table_.resize(size_t(in.dims.H) * length);
+        enc_.table(table_.data(), {1, length, in.dims, nullptr, nullptr, nullptr, nullptr, in.params});
       }
-      stride = length_;
+      stride = length;
       return table_.data();
     }
 
    private:
     BiasSoftmax& enc_;
-    int length_ = 0;
-    typename E::template Buffer<S> table_;  // (H, length_)
+    typename E::template Buffer<S> table_;  // (H, Tmax)
   };
 
   typename E::template Buffer<S> lse_;           // (B, T, H)

@@ -2,47 +2,50 @@
 // fox, kerple, t5; path and path_fox add their key update, path.h). When token t arrives, its
 // logits against the cached tokens j ≤ t are those of kernels/cpu/softmax_attention.cpp,
 //   s_tj = scale · q_t·k_j + (G_t − G_j) + b_h(t − j),   o_t = Σ_j softmax_j(s_tj) v_j,
-// with G_t = Σ_{u≤t} log f_u accumulated in double per sequence and head. An encoding derives from
-// SoftmaxDecoder and overrides the hooks it needs; nope uses it as it is. Host code: the hooks call
-// E::<op> of a CPU engine.
+// with G_t = Σ_{u≤t} log f_u accumulated in double per sequence and head (decode_gate). An encoding
+// derives from SoftmaxDecoder and overrides the hooks it needs; nope uses it as it is. Every step
+// is E::<op> (kernels/ops.h, "Decoding"), so the state lives in E's memory on either engine.
 #pragma once
-#include <Eigen/Dense>
-
 #include <cmath>
-#include <cstdint>
-#include <vector>
+#include <utility>
 
 #include "core/error.h"
 #include "models/position/position_encoding.h"
 
 namespace pb {
 
-// The keys and values of B sequences, each (t, H, D), growing by one token per step.
-template <class S>
-struct KvCache {
-  using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using HeadView = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;  // (t, D), row stride H·D
+// The keys and values of B sequences of at most Tmax tokens, (B, H, Tmax, D) each, one token
+// appended per step.
+template <class E>
+class KvCache {
+ public:
+  using S = typename E::Scalar;
 
-  KvCache(const LayerDims& d, int B) : H(d.H), D(d.D), keys(B), values(B) {}
-  // Appends token rows k, v (B, H, D).
-  void append(const S* k, const S* v) {
-    const size_t HD = size_t(H) * D;
-    for (size_t b = 0; b < keys.size(); ++b) {
-      keys[b].insert(keys[b].end(), k + b * HD, k + (b + 1) * HD);
-      values[b].insert(values[b].end(), v + b * HD, v + (b + 1) * HD);
-    }
+  KvCache(const LayerDims& d, int B, int Tmax) : dims_(d), B_(B), Tmax_(Tmax) {
+    if (Tmax < 1) fail("decoder: the maximum length must be >= 1, got {}", Tmax);
+    keys_.resize(size_t(B) * d.H * Tmax * d.D);
+    values_.resize(keys_.size());
   }
-  int tokens() const { return int(keys[0].size() / (size_t(H) * D)); }
-  HeadView key_head(int b, int h) const { return view(keys[b], h); }
-  HeadView value_head(int b, int h) const { return view(values[b], h); }
-
-  int H, D;
-  std::vector<std::vector<S>> keys, values;  // per sequence (t, H, D)
+  // The shapes of a step that adds token t of in, after checking it continues the cache.
+  DecodeArgs args(const DecodeInputs<S>& in) const {
+    if (in.B != B_ || in.t != tokens_)
+      fail("decoder: token {} of {} sequences fed to a state at token {} of {}", in.t, in.B, tokens_, B_);
+    if (in.t >= Tmax_) fail("decoder: token {} is past the maximum length {} of the decoder", in.t, Tmax_);
+    return {B_, dims_.H, dims_.D, Tmax_, in.t + 1, 1.0 / std::sqrt(double(dims_.D))};
+  }
+  // Caches token a.T − 1: k, v (B, H, D).
+  void append(const S* k, const S* v, const DecodeArgs& a) {
+    E::kv_append(keys_.data(), values_.data(), k, v, a);
+    tokens_ = a.T;
+  }
+  S* keys() { return keys_.data(); }  // (B, H, Tmax, D)
+  const S* values() const { return values_.data(); }
+  int Tmax() const { return Tmax_; }
 
  private:
-  HeadView view(const std::vector<S>& x, int h) const {
-    return {x.data() + h * D, tokens(), D, Eigen::OuterStride<>(H * D)};
-  }
+  LayerDims dims_;
+  int B_, Tmax_, tokens_ = 0;
+  typename E::template Buffer<S> keys_, values_;  // (B, H, Tmax, D)
 };
 
 template <class E>
@@ -51,74 +54,47 @@ class SoftmaxDecoder : public AttnDecoder<typename E::Scalar> {
   using S = typename E::Scalar;
 
   // gate: the encoding supplies log f (log_f()) and the logits get G_t − G_j.
-  SoftmaxDecoder(const LayerDims& d, int B, bool gate)
-      : dims_(d), B_(B), cache_(d, B), gate_(gate), G_(B), G_sum_(gate ? size_t(B) * d.H : 0, 0.0) {}
+  SoftmaxDecoder(const LayerDims& d, int B, int Tmax, bool gate) : cache_(d, B, Tmax), gate_(gate) {
+    if (!gate) return;
+    G_.resize(size_t(B) * d.H * Tmax);
+    G_sum_.resize(size_t(B) * d.H);
+    log_f_.resize(G_sum_.size());
+    E::zero(G_sum_.data(), G_sum_.size());
+  }
 
   void step(S* out, const DecodeInputs<S>& in) final {
-    const int B = B_, H = dims_.H, D = dims_.D, t = in.t, T = t + 1;
-    if (in.B != B || t != cache_.tokens())
-      fail("decoder: token {} of {} sequences fed to a state at token {} of {}", t, in.B, cache_.tokens(), B);
-    const size_t HD = size_t(H) * D;
-    q_.assign(in.q, in.q + B * HD);
-    k_.assign(in.k, in.k + B * HD);
-    position(q_.data(), k_.data(), in);
+    const DecodeArgs a = cache_.args(in);
+    const auto [q, k] = position(in);
     if (gate_) {
-      log_f_.resize(size_t(B) * H);
       log_f(log_f_.data(), in);
-      for (size_t i = 0; i < G_sum_.size(); ++i) {
-        G_sum_[i] += log_f_[i];
-        G_[i / H].push_back(S(G_sum_[i]));  // G_t of (b, h)
-      }
+      E::decode_gate(G_.data(), G_sum_.data(), log_f_.data(), a);  // G_t = G_{t−1} + log f_t
     }
-    update_keys(in);
-    cache_.append(k_.data(), in.v);
+    update_keys(in, a);
+    cache_.append(k, in.v, a);
     int stride = 0;
-    const S* bias = this->bias(T, in, stride);
-    const S scale = S(1.0 / std::sqrt(double(D)));
-#pragma omp parallel for schedule(static) if (int64_t(B) * H * T * D >= (int64_t(1) << 15))
-    for (int bh = 0; bh < B * H; ++bh) {
-      const int b = bh / H, h = bh % H;
-      const Eigen::Map<const Vec> q(q_.data() + bh * D, D);  // (D)
-      Vec p = q * cache_.key_head(b, h).transpose();         // (T) q_t·k_j
-      auto s = p.array();
-      // s_tj = scale·q_t·k_j + G_t − G_j (+ b_h(t − j))
-      if (gate_) {
-        const S* G = G_[b].data();  // (T, H)
-        for (int j = 0; j < T; ++j) s(j) = scale * s(j) + (G[size_t(t) * H + h] - G[size_t(j) * H + h]);
-      } else {
-        s *= scale;
-      }
-      if (bias)
-        for (int j = 0; j < T; ++j) s(j) += bias[int64_t(h) * stride + (t - j)];
-      // A_tj = exp(s_tj − max_j s_tj) / Σ_j exp(s_tj − max_j s_tj),  o_t = Σ_j A_tj v_j
-      s = (s - s.maxCoeff()).exp();
-      s /= s.sum();
-      Eigen::Map<Vec>(out + bh * D, D).noalias() = p * cache_.value_head(b, h);
-    }
+    const S* bias = this->bias(in, stride);
+    E::decode_attention(out, q, cache_.keys(), cache_.values(), gate_ ? G_.data() : nullptr, a, bias, stride);
   }
 
  protected:
-  using Vec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
-
-  // q and k (B, H, D) of the token, transformed in place before k is cached (rope).
-  virtual void position(S* /*q*/, S* /*k*/, const DecodeInputs<S>&) {}
+  // q and k (B, H, D) of the token as attended and cached: in.q, in.k, or rotated copies (rope).
+  virtual std::pair<const S*, const S*> position(const DecodeInputs<S>& in) { return {in.q, in.k}; }
   // log f (B, H) of the token (with gate).
   virtual void log_f(S* /*log_f*/, const DecodeInputs<S>&) {}
-  // The bias table b_h(r) for r < T at bias[h · stride + r], or null for none.
-  virtual const S* bias(int /*T*/, const DecodeInputs<S>&, int& /*stride*/) { return nullptr; }
-  // Called before the token's key is cached, when keys(b) (t, H, D) holds tokens 0 .. t − 1 (PaTH).
-  virtual void update_keys(const DecodeInputs<S>&) {}
+  // The bias table b_h(r) for r < Tmax at bias[h · stride + r], or null for none.
+  virtual const S* bias(const DecodeInputs<S>&, int& /*stride*/) { return nullptr; }
+  // Called before the token's key is cached, when keys() holds tokens 0 .. t − 1 (PaTH).
+  virtual void update_keys(const DecodeInputs<S>&, const DecodeArgs&) {}
 
-  std::vector<S>& keys(int b) { return cache_.keys[b]; }
-  const LayerDims dims_;
-  const int B_;
+  S* keys() { return cache_.keys(); }  // (B, H, Tmax, D)
+  int Tmax() const { return cache_.Tmax(); }
 
  private:
-  KvCache<S> cache_;
+  KvCache<E> cache_;
   bool gate_;
-  std::vector<std::vector<S>> G_;  // per sequence (t, H) with gate
-  std::vector<double> G_sum_;      // (B, H) running Σ log f
-  std::vector<S> q_, k_, log_f_;   // (B, H, D), (B, H, D), (B, H)
+  typename E::template Buffer<S> G_;          // (B, H, Tmax) G_t with gate
+  typename E::template Buffer<double> G_sum_;  // (B, H) running Σ log f
+  typename E::template Buffer<S> log_f_;      // (B, H)
 };
 
 }  // namespace pb

@@ -30,14 +30,14 @@ class Fox final : public PositionEncoding<E> {
     if (!given) gate_.backward(g, in, 0);
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<Decoder>(d, B);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<Decoder>(d, B, Tmax);
   }
 
  private:
   // The cache with the token's forget gate.
   struct Decoder final : SoftmaxDecoder<E> {
-    Decoder(const LayerDims& d, int B) : SoftmaxDecoder<E>(d, B, true), z_(size_t(B) * d.H) {}
+    Decoder(const LayerDims& d, int B, int Tmax) : SoftmaxDecoder<E>(d, B, Tmax, true), z_(size_t(B) * d.H) {}
     void log_f(S* lf, const DecodeInputs<S>& in) override {
       ForgetGate<E>::log_f_rows(lf, z_.data(), in.x, in.params, 0, in.B, in.dims.C, in.dims.H);
     }

@@ -21,8 +21,8 @@ class Nope final : public PositionEncoding<E> {
                                   in.k, in.v, (const S*)nullptr, softmax_args(in));
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<SoftmaxDecoder<E>>(d, B, false);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<SoftmaxDecoder<E>>(d, B, Tmax, false);
   }
 
  private:

@@ -3,39 +3,17 @@
 //   w_t = L2norm_per_head( SiLU( causal_conv3( x_t W_down W_up ) ) ),  β_t = 2 σ(x_t W_β + b_β)
 // (β optionally clipped to 2 − beta_clip), and logits scale · q_iᵀ H_i ⋯ H_{j+1} k_j (+ G_i − G_j).
 // The attention itself is kernels/cpu/path_attention.cpp (blockwise UT transform). Decoding keeps
-// an ordinary KV cache whose keys are updated in place (path_key_update).
+// an ordinary KV cache whose keys are updated in place (path_key_update, kernels/ops.h).
 #pragma once
-#include <Eigen/Dense>
-
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
 #include "kernels/ops.h"
-#include "kernels/scalar.h"
 #include "models/position/decode.h"
 #include "models/position/forget_gate.h"
 
 namespace pb {
-
-// PaTH's key update when token t arrives, for one sequence: every cached key j < t becomes
-//   k_j ← H_t k_j = k_j − β_t (w_t·k_j) w_t   (per head),
-// so that after it the cache holds H_t ⋯ H_{j+1} k_j and the logit of query t is scale · q_t·k_j.
-// The key of token t itself is cached untransformed (H_t does not act on it).
-template <class S>
-void path_key_update(S* keys,        // (t, H, D) tokens 0 .. t − 1, in place
-                     const S* w,     // (H, D) w_t, unit rows
-                     const S* beta,  // (H) β_t
-                     int t, int H, int D) {
-  using Vec = Eigen::Matrix<S, 1, Eigen::Dynamic>;
-#pragma omp parallel for schedule(static) if (int64_t(t) * H * D >= (int64_t(1) << 15))
-  for (int j = 0; j < t; ++j)
-    for (int h = 0; h < H; ++h) {
-      Eigen::Map<Vec> k(keys + (int64_t(j) * H + h) * D, D);  // (D)
-      const Eigen::Map<const Vec> wh(w + int64_t(h) * D, D);  // (D)
-      k -= (beta[h] * k.dot(wh)) * wh;
-    }
-}
 
 template <class E>
 class Path : public PositionEncoding<E> {
@@ -110,8 +88,8 @@ class Path : public PositionEncoding<E> {
     if (gate_) fgate_.backward(g, in, 5);
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<Decoder>(*this, d, B);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<Decoder>(*this, d, B, Tmax);
   }
 
  private:
@@ -132,60 +110,37 @@ class Path : public PositionEncoding<E> {
   // inputs u2_{t−1}, u2_{t−2} per sequence: the state kept besides the cache.
   class Decoder final : public SoftmaxDecoder<E> {
    public:
-    Decoder(const Path& enc, const LayerDims& d, int B)
-        : SoftmaxDecoder<E>(d, B, enc.gate_), rank_(enc.rank_), beta_clip_(enc.beta_clip_),
-          prev_(size_t(B) * 2 * d.H * d.D, S(0)) {}
+    Decoder(const Path& enc, const LayerDims& d, int B, int Tmax)
+        : SoftmaxDecoder<E>(d, B, Tmax, enc.gate_), rank_(enc.rank_), beta_clip_(enc.beta_clip_) {
+      const size_t HD = size_t(d.H) * d.D;
+      u1_.resize(size_t(B) * rank_);
+      for (auto* x : {&u2_, &c_, &w_}) x->resize(B * HD);
+      for (auto* x : {&zb_, &beta_, &zf_}) x->resize(size_t(B) * d.H);
+      prev_.resize(B * 2 * HD);
+      E::zero(prev_.data(), prev_.size());
+    }
 
    protected:
     void log_f(S* lf, const DecodeInputs<S>& in) override {
-      zf_.resize(size_t(in.B) * in.dims.H);
       ForgetGate<E>::log_f_rows(lf, zf_.data(), in.x, in.params, 5, in.B, in.dims.C, in.dims.H);
     }
 
-    void update_keys(const DecodeInputs<S>& in) override {
+    void update_keys(const DecodeInputs<S>& in, const DecodeArgs& a) override {
       const int B = in.B, C = in.dims.C, H = in.dims.H, D = in.dims.D, HD = H * D, r = rank_;
       const auto& p = in.params;
-      u1_.resize(size_t(B) * r);
-      u2_.resize(size_t(B) * HD);
-      c_.resize(u2_.size());
-      w_.resize(u2_.size());
-      zb_.resize(size_t(B) * H);
-      beta_.resize(zb_.size());
-      E::matmul_forward(u1_.data(), in.x, p[0], B, C, r);           // u1 = x W_down
-      E::matmul_forward(u2_.data(), u1_.data(), p[1], B, r, HD);    // u2 = u1 W_up
-      conv_step(p[2], in.t, B, HD);                                 // c = SiLU(conv3(u2)), the state moves
-      E::l2norm_forward(w_.data(), c_.data(), B * H, D, kEps);      // w = c / sqrt(|c|² + eps)
+      E::matmul_forward(u1_.data(), in.x, p[0], B, C, r);                 // u1 = x W_down
+      E::matmul_forward(u2_.data(), u1_.data(), p[1], B, r, HD);          // u2 = u1 W_up
+      E::short_conv_step(c_.data(), prev_.data(), u2_.data(), p[2], B, HD);  // c = SiLU(conv3(u2)), shifts
+      E::l2norm_forward(w_.data(), c_.data(), B * H, D, kEps);            // w = c / sqrt(|c|² + eps)
       head_projection_forward<E>(zb_.data(), in.x, p[3], p[4], B, C, H);  // z_β = x W_β + b_β
       E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), beta_clip_);
-      for (int b = 0; b < B; ++b)
-        path_key_update(this->keys(b).data(), w_.data() + int64_t(b) * HD, beta_.data() + int64_t(b) * H, in.t, H, D);
+      E::path_key_update(this->keys(), w_.data(), beta_.data(), a);      // k_j ← k_j − β (w·k_j) w, j < t
     }
 
    private:
-    // c = SiLU(Σ_{k≤min(2, t)} a[k] ⊙ u2_{t−k}) in kernels/cpu/short_conv.cpp's order; then
-    // prev_ = (u2_t, u2_{t−1}).
-    void conv_step(const S* a, int t, int B, int HD) {  // a (3, HD)
-      static_assert(kShortConvWidth == 3);
-      for (int b = 0; b < B; ++b) {
-        S* u = u2_.data() + int64_t(b) * HD;              // (HD) u2_t
-        S* u_1 = prev_.data() + int64_t(b) * 2 * HD;      // (HD) u2_{t−1}
-        S* u_2 = u_1 + HD;                                // (HD) u2_{t−2}
-        S* y = c_.data() + int64_t(b) * HD;               // (HD)
-        for (int c = 0; c < HD; ++c) {
-          S z = S(0);
-          z += a[c] * u[c];
-          if (t >= 1) z += a[HD + c] * u_1[c];
-          if (t >= 2) z += a[2 * HD + c] * u_2[c];
-          y[c] = z * sigmoid(z);
-          u_2[c] = u_1[c];
-          u_1[c] = u[c];
-        }
-      }
-    }
-
     int rank_;
     double beta_clip_;
-    std::vector<S> prev_;                                // (B, 2, H·D) u2_{t−1}, u2_{t−2}
+    typename E::template Buffer<S> prev_;                // (B, 2, H·D) u2_{t−1}, u2_{t−2}
     typename E::template Buffer<S> u1_;                  // (B, rank)
     typename E::template Buffer<S> u2_, c_, w_;          // (B, H·D)
     typename E::template Buffer<S> zb_, beta_, zf_;      // (B, H)

@@ -50,7 +50,7 @@ struct AttnGrads {
 };
 
 // Token-by-token decoding (models/decoder.h): the new token of each of B sequences, all at position
-// t (0-based). Host memory: decoding runs on the CPU engines.
+// t (0-based). Pointers are in E's memory, like AttnInputs.
 template <class S>
 struct DecodeInputs {
   int B, t;
@@ -62,9 +62,10 @@ struct DecodeInputs {
   std::span<const S* const> params;  // in the order of params()
 };
 
-// The decoding state of one layer for B sequences: the cache of keys and values and whatever else
-// the encoding keeps between tokens (gate sums, the short convolution's last inputs), O(T) per
-// sequence. Family implementations: decode.h (softmax, with PaTH's key update in path.h), sba.cpp.
+// The decoding state of one layer for B sequences of at most Tmax tokens: the cache of keys and
+// values and whatever else the encoding keeps between tokens (gate sums, the short convolution's
+// last inputs), in E's memory, O(Tmax) per sequence. Family implementations: decode.h (softmax,
+// with PaTH's key update in path.h), sba.cpp.
 template <class S>
 class AttnDecoder {
  public:
@@ -87,9 +88,9 @@ class PositionEncoding {
                        const AttnInputs<S>& in) = 0;
   // Backward of the last forward() with the same inputs.
   virtual void backward(const AttnGrads<S>& g, const AttnInputs<S>& in) = 0;
-  // A fresh decoding state for B sequences (CPU engines only: models/decoder.h); it may call back
-  // into this encoding, which must outlive it.
-  virtual std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) = 0;
+  // A fresh decoding state for B sequences of at most Tmax tokens (models/decoder.h); it may call
+  // back into this encoding, which must outlive it.
+  virtual std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) = 0;
 };
 
 // The attention op an encoding runs: `bench attention` times that kernel.

@@ -42,29 +42,23 @@ class Rope final : public PositionEncoding<E> {
     E::rope_backward(g.dk, g.dk, rope);
   }
 
-  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B) override {
-    return std::make_unique<Decoder>(d, B, base_);
+  std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
+    return std::make_unique<Decoder>(d, B, Tmax, base_);
   }
 
  private:
-  // The cache with q and k rotated once, at the token's position, as kernels/cpu/rope.cpp does.
+  // The cache with q and k rotated once, at the token's position (rope_forward with offset t).
   struct Decoder final : SoftmaxDecoder<E> {
-    Decoder(const LayerDims& d, int B, double base) : SoftmaxDecoder<E>(d, B, false), base_(base) {}
-    void position(S* q, S* k, const DecodeInputs<S>& in) override {
-      const int D = in.dims.D, half = D / 2;
-      for (int m = 0; m < half; ++m) {
-        const double angle = in.t * std::pow(base_, -2.0 * m / D);  // t·θ_m
-        const S c = S(std::cos(angle)), s = S(std::sin(angle));
-        for (S* x : {q, k})
-          for (int row = 0; row < in.B * in.dims.H; ++row) {
-            S* r = x + int64_t(row) * D;  // (D)
-            const S x1 = r[m], x2 = r[m + half];
-            r[m] = x1 * c - x2 * s;
-            r[m + half] = x2 * c + x1 * s;
-          }
-      }
+    Decoder(const LayerDims& d, int B, int Tmax, double base)
+        : SoftmaxDecoder<E>(d, B, Tmax, false), base_(base), q_(size_t(B) * d.H * d.D), k_(q_.size()) {}
+    std::pair<const S*, const S*> position(const DecodeInputs<S>& in) override {
+      const RopeArgs rope{{in.B, 1, in.dims.H, in.dims.D}, base_, in.t};
+      E::rope_forward(q_.data(), in.q, rope);  // q' = R_t q
+      E::rope_forward(k_.data(), in.k, rope);  // k' = R_t k
+      return {q_.data(), k_.data()};
     }
     double base_;
+    typename E::template Buffer<S> q_, k_;  // (B, H, D) rotated
   };
 
   double base_;
