@@ -279,7 +279,8 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("--best-over", o->best_over,
                   "column (e.g. lr) chosen per series and panel by its best mean on --select-on, as `table --best-over`")
       ->capture_default_str();
-  cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...] as in table")->capture_default_str();
+  cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...] as in table")
+      ->capture_default_str();
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")
       ->allow_extra_args(false);
   cmd->callback([o] { run_plot(*o); });

@@ -209,7 +209,10 @@ void add_table_command(CLI::App& app) {
   cmd->add_option("--best-over", o->best_over,
                   "column (e.g. lr) chosen per row (and column, unless the columns are the splits) by its best "
                   "mean on --select-on; every column reports that choice");
-  cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...]: pinned columns (e.g. len=512) are chosen once for all their values")->capture_default_str();
+  cmd->add_option("--select-on", o->select_on,
+                  "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...]: pinned columns (e.g. len=512) are "
+                  "chosen once for all their values")
+      ->capture_default_str();
   cmd->add_flag("--per-seed", o->per_seed, "list each seed's value in every cell instead of the mean");
   cmd->add_flag("--percent", o->percent, "print values × 100");
   o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,

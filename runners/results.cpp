@@ -173,7 +173,8 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
     select_where.push_back(pin);
   }
   auto pinned = [&](const std::string& k) {
-    return std::any_of(pins.begin(), pins.end(), [&](const std::string& p) { return p.rfind(k + "=", 0) == 0; });
+    return std::any_of(pins.begin(), pins.end(),
+                       [&](const std::string& p) { return p.rfind(k + "=", 0) == 0; });
   };
   for (const auto& k : keys)
     if (k != "split" && !pinned(k)) group.push_back(k);
