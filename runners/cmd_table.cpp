@@ -108,7 +108,8 @@ struct CellWriter {
 void run_table(TableOptions o) {
   const Csv csv = read_csv(o.csv);
   const bool min_layers = o.min_layers_opt->count() > 0;
-  if (min_layers && o.cols_opt->count() == 0) o.cols = "len";
+  // The task's own length (collect's task_len; len counts tokens, one more with a BOS).
+  if (min_layers && o.cols_opt->count() == 0) o.cols = csv.has("task_len") ? "task_len" : "len";
   std::string split = o.split, caption = o.metric;
   const std::vector<std::string> user_where = o.where;
   const std::string base_metric = o.metric;
@@ -202,7 +203,7 @@ void add_table_command(CLI::App& app) {
       ->type_name("FILE")
       ->required();
   cmd->add_option("--rows", o->rows, "column whose values are the rows")->capture_default_str();
-  o->cols_opt = cmd->add_option("--cols", o->cols, "column whose values are the columns (len with --min-layers)")
+  o->cols_opt = cmd->add_option("--cols", o->cols, "column whose values are the columns (task_len, else len, with --min-layers)")
                     ->capture_default_str();
   cmd->add_option("--metric", o->metric, "column to average (acc, seq_acc, error_rate, ...)")->capture_default_str();
   cmd->add_option("--split", o->split, "evaluation split (needed when the CSV has several)");

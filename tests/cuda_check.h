@@ -8,6 +8,7 @@
 
 #include "core/cuda/buffer.h"
 #include "core/cuda/runtime.h"
+#include "tests/check.h"
 
 namespace pb::test {
 
@@ -23,6 +24,18 @@ std::vector<T> to_host(const cuda::DeviceBuffer<T>& d) {
   std::vector<T> h(d.size());
   cuda::copy_to_host(h.data(), d.data(), d.size() * sizeof(T));  // waits for the stream
   return h;
+}
+
+// Test values that float holds exactly, so the double CPU reference sees the kernel's inputs.
+inline std::vector<double> round_to_float(std::vector<double> v) {
+  for (auto& x : v) x = double(float(x));
+  return v;
+}
+inline std::vector<double> randf(size_t n, uint64_t seed, double std = 1.0) {
+  return round_to_float(randn(n, seed, std));
+}
+inline std::vector<double> randuf(size_t n, uint64_t seed, double lo, double hi) {
+  return round_to_float(randu(n, seed, lo, hi));
 }
 
 // A device buffer of n floats, every one NaN.

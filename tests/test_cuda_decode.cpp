@@ -34,11 +34,6 @@ namespace {
 
 constexpr double kFwdTol = 1e-5, kRopeTol = 1e-6, kModelTol = 1e-4;
 
-Vec round_to_float(Vec v) {
-  for (auto& x : v) x = double(float(x));
-  return v;
-}
-Vec randf(size_t n, uint64_t seed, double std = 1.0) { return round_to_float(randn(n, seed, std)); }
 DBuf dev(const Vec& v) { return to_device(cast<float>(v)); }
 FVec host(const DBuf& d) { return to_host(d); }
 
@@ -83,7 +78,7 @@ TEST_CASE("cuda kv_append and decode_gate write the new token's row", "[cuda][de
     cuda::decode_gate(gG.data(), gsum.data(), glf.data(), a);
     CHECK(host(gkc) == cast<float>(kc));
     CHECK(host(gvc) == cast<float>(vc));
-    check_fwd("G" + name(s), host(gG), G);
+    check_fwd(std::string("G") + name(s), host(gG), G);
     const Vec got_sum = to_host(gsum);
     for (size_t i = 0; i < BH; ++i) CHECK(got_sum[i] == G_sum[i]);
   }

@@ -30,15 +30,6 @@ constexpr double kFwdTol = 1e-5, kGradTol = 1e-4, kRopeTol = 1e-6;
 constexpr double kRmsEps = 1e-5, kL2Eps = 1e-3;
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 
-Vec round_to_float(Vec v) {
-  for (auto& x : v) x = double(float(x));
-  return v;
-}
-Vec randf(size_t n, uint64_t seed, double std = 1.0) { return round_to_float(randn(n, seed, std)); }
-Vec randuf(size_t n, uint64_t seed, double lo, double hi) {
-  return round_to_float(randu(n, seed, lo, hi));
-}
-
 std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
   Rng rng(seed, stream_id("tokens"), 0);
   std::vector<int32_t> t(n);

@@ -233,6 +233,12 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
         "*smallest layers where the mean acc ≥ 0.9 (— none; — (cap): none, and a run of the deepest depth ended at "
         "its step budget, so budget-limited; blank: no runs)*\n\n"
         "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
+  // With collect's task_len (a word problem's elements, len − 1 with its BOS), columns are labelled by it.
+  pb::Csv t = c;
+  t.header.push_back("task_len");
+  for (auto& row : t.rows) row.push_back(std::to_string(std::stoi(row[1]) - 1));
+  pb::write_file_atomic(csv, pb::write_csv(t));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| pe \\ task_len | 7 | 15 |\n"));
   // With collect's stop column: rope's deepest run at len 16 ended at its budget.
   pb::Csv s = c;
   s.header.push_back("stop");
