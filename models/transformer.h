@@ -28,7 +28,7 @@ struct ModelConfig {
   int d_model = 64;
   int heads = 2;
   int ffn = 256;          // SwiGLU hidden width F
-  std::string pe = "rope";
+  std::string pe = kDefaultEncoding;
 };
 
 template <class E>

@@ -33,8 +33,8 @@ namespace pb {
 namespace {
 
 struct BenchDecodeOpts {
-  std::vector<std::string> pe = {"rope", "path"};
-  std::vector<int> lens = {256, 1024, 4096};
+  std::vector<std::string> pe;  // empty: every registered encoding
+  std::vector<int> lens = {256, 1024};
   std::string device = "cpu";
   int batch = 1, layers = 2, d_model = 64, heads = 2, ffn = 128, vocab = 16, steps = 32, threads = 0;
 };
@@ -108,7 +108,8 @@ void bench_one(const BenchDecodeOpts& o, const std::string& pe, int T) {
 void add_bench_decode_command(CLI::App& bench) {
   auto o = std::make_shared<BenchDecodeOpts>();
   auto* cmd = bench.add_subcommand("decode", "Token-by-token decoding vs re-running the prefix, tokens/s");
-  cmd->add_option("--pe", o->pe, "position encoding specs, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--pe", o->pe, "position encoding specs, comma-separated (default: every registered encoding)")
+      ->delimiter(',');
   cmd->add_option("--lens", o->lens, "sequence lengths T, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--batch", o->batch, "sequences decoded together")->capture_default_str();
   cmd->add_option("--layers", o->layers, "layers")->capture_default_str();
@@ -132,6 +133,8 @@ void add_bench_decode_command(CLI::App& bench) {
     TrainConfig engine;  // fp32 on either engine
     engine.device = o->device, engine.threads = o->threads;
     const std::string device = select_device(engine);
+    if (o->pe.empty())
+      for (const auto& e : encodings()) o->pe.push_back(e.schema.name);
     for (const auto& pe : o->pe) resolve_encoding(pe);  // every spec checked before the first run
     with_engine(device, [&](auto e) {
       for (const auto& pe : o->pe)

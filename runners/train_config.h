@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/spec.h"
+#include "models/position/position_encoding.h"
 
 namespace pb {
 
@@ -24,7 +25,7 @@ constexpr double kMaxGpuBytes = double(uint64_t(1) << 40);  // 1 TiB: more than 
 
 struct TrainConfig {
   std::string task;          // task spec, canonical after resolve()
-  std::string pe = "rope";   // position-encoding spec, canonical after resolve()
+  std::string pe = kDefaultEncoding;  // position-encoding spec, canonical after resolve()
   int layers = 1;
   int d_model = 64;
   int heads = 2;

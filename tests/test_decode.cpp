@@ -215,6 +215,14 @@ TEST_CASE("generate and eval --decode refuse bad input with one line", "[decode]
   test::check_refused("bench decode --device tpu", "--device must be auto, cpu or cuda, got 'tpu'");
 }
 
+TEST_CASE("bench decode times every registered encoding by default", "[decode][cli]") {
+  const auto r = test::run_pathbench("bench decode --device cpu --lens 6 --steps 2 --threads 1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  for (const auto& e : encodings())
+    CHECK_THAT(r.out, Catch::Matchers::Contains(fmt::format("bench decode pe={} T=6 ", e.schema.name)));
+}
+
 // Decoding rotates one token by rope_forward at its position: the same bits as the parallel
 // rotation of the whole sequence, whose table is built from the same double angles.
 TEST_CASE("rope_forward with an offset rotates rows as at those positions", "[decode][rope]") {

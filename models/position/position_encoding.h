@@ -164,6 +164,7 @@ EncodingEntry make_entry(Schema schema, EncodingInfo info) {
 }
 
 // registry.cpp
+inline constexpr const char* kDefaultEncoding = "rope";  // of a model configured without one (train --pe)
 const std::vector<EncodingEntry>& encodings();  // in registry order (also the legend order)
 const EncodingEntry& encoding_entry(std::string_view name);  // pb::Error for an unknown name
 std::string test_spec(const EncodingEntry& e);  // e.info.test_spec, or the bare name
