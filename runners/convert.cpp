@@ -46,8 +46,7 @@ Conversion convert_weights(const TrainConfig& cfg, const InitSource& src, const 
   const TensorMap source = read_safetensors(path, &meta);
   if (safetensors_checksum(path) != src.checksum)
     fail("{} '{}': {} changed while it was read", what, src.dir, kModelFile);
-  const Transformer<Cpu32> fresh(model_config(cfg, *make_task(cfg.task)),
-                                 cfg.seed);  // train's initialisation
+  const Transformer<Cpu32> fresh(model_config(cfg, *make_task(cfg.task)), cfg.seed);  // train's initialisation
   const auto init = fresh.params.to_host();
   Conversion c;
   for (const auto& e : fresh.params.entries) {
@@ -74,11 +73,9 @@ Conversion convert_weights(const TrainConfig& cfg, const InitSource& src, const 
 Conversion init_weights(const TrainConfig& cfg) {
   const InitSource src = read_init_source(cfg.init_from, "--init-from");
   if (src.checksum != cfg.init_from_xxh3)
-    fail(
-        "--init-from '{}': its checkpoint has xxh3_64 {}, not the {} of this run (it changed since the run "
-        "was "
-        "configured)",
-        cfg.init_from, src.checksum, cfg.init_from_xxh3);
+    fail("--init-from '{}': its checkpoint has xxh3_64 {}, not the {} of this run (it changed since the run "
+         "was configured)",
+         cfg.init_from, src.checksum, cfg.init_from_xxh3);
   return convert_weights(cfg, src, "--init-from");
 }
 
