@@ -26,12 +26,18 @@ static int64_t numel(const std::vector<int64_t>& shape) {  // −1 when the prod
   return n;
 }
 
-TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  const std::string bytes = read_file(path);
+// The length of the JSON header after the file's first 8 bytes (which hold it), checked to fit.
+static uint64_t header_length(const std::string& bytes, const std::string& path) {
   if (bytes.size() < 8) fail("'{}' is not a safetensors file: shorter than its 8-byte header length", path);
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   if (header_len > bytes.size() - 8) fail("'{}' is truncated: header of {} bytes does not fit", path, header_len);
+  return header_len;
+}
+
+TensorMap read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  const std::string bytes = read_file(path);
+  const uint64_t header_len = header_length(bytes, path);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(bytes.substr(8, header_len));
@@ -89,10 +95,7 @@ TensorMap read_safetensors(const std::string& path, std::map<std::string, std::s
 
 std::string safetensors_checksum(const std::string& path) {
   const std::string bytes = read_file(path);
-  uint64_t header_len = 0;
-  if (bytes.size() >= 8) std::memcpy(&header_len, bytes.data(), 8);
-  if (bytes.size() < 8 || header_len > bytes.size() - 8)
-    fail("'{}' is not a safetensors file: too short for its header", path);
+  const uint64_t header_len = header_length(bytes, path);
   return data_checksum(bytes.data() + 8 + header_len, bytes.size() - 8 - header_len);
 }
 

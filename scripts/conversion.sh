@@ -4,7 +4,7 @@
 #   a. RoPE, 10,000 steps, seeds 0 1 2         sweeps/conversion-flipflop-base.toml
 #   b. each converted to PaTH, N = 2,000 and 5,000 more steps (fresh AdamW and schedule), and
 #   c. each trained N more steps as RoPE (the "more steps" control)   sweeps/conversion-flipflop.toml
-#   c. PaTH from scratch, 10,000 + N steps      sweeps/conversion-flipflop-scratch.toml
+#   d. PaTH from scratch, 10,000 + N steps      sweeps/conversion-flipflop-scratch.toml
 # then `collect` into results/conversion/ and results/conversion/tables.md: error rates (%) on
 # val, val_sparse and val_dense, PaTH converted against PaTH from scratch, and RoPE before and
 # after its N more steps.
@@ -57,7 +57,7 @@ mkdir -p "$SOURCES"
     ln -sfn "$(realpath --relative-to="$SOURCES" "$ROOT/conversion-flipflop-base/$id")" "$SOURCES/rope-seed$seed"
   done
 
-# b, c. Converted and continued (from the sources), and PaTH from scratch.
+# b, c, d. Converted and continued (from the sources), and PaTH from scratch.
 for s in conversion-flipflop conversion-flipflop-scratch; do
   # shellcheck disable=SC2086
   "$PB" sweep "$SWEEP_DIR/$s.toml" --out "$ROOT" $ENGINE

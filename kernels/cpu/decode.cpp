@@ -23,7 +23,6 @@ Eigen::Map<const Mat<S>> head(const S* cache, int bh, const DecodeArgs& a) {
   return {cache + int64_t(bh) * a.Tmax * a.D, a.T, a.D};
 }
 
-template <class S>
 bool parallel(const DecodeArgs& a) {
   return int64_t(a.B) * a.H * a.T * a.D >= kParallelMin;
 }
@@ -52,7 +51,7 @@ void decode_attention(S* o, const S* q, const S* kc, const S* vc, const S* G, co
                       const S* bias, int bias_stride) {
   const int H = a.H, D = a.D, T = a.T, t = T - 1;
   const S scale = S(a.scale);
-#pragma omp parallel for schedule(static) if (parallel<S>(a))
+#pragma omp parallel for schedule(static) if (parallel(a))
   for (int bh = 0; bh < a.B * H; ++bh) {
     const int h = bh % H;
     const Eigen::Map<const Vec<S>> qv(q + int64_t(bh) * D, D);  // (D)
@@ -77,7 +76,7 @@ void decode_attention(S* o, const S* q, const S* kc, const S* vc, const S* G, co
 template <class S>
 void path_key_update(S* kc, const S* w, const S* beta, const DecodeArgs& a) {
   const int D = a.D, t = a.T - 1;
-#pragma omp parallel for schedule(static) if (parallel<S>(a))
+#pragma omp parallel for schedule(static) if (parallel(a))
   for (int bh = 0; bh < a.B * a.H; ++bh) {
     const Eigen::Map<const Vec<S>> wv(w + int64_t(bh) * D, D);  // (D)
     for (int j = 0; j < t; ++j) {
@@ -91,7 +90,7 @@ template <class S>
 void decode_stick_breaking(S* o, const S* q, const S* kc, const S* vc, const DecodeArgs& a) {
   const int D = a.D, t = a.T - 1;
   const S scale = S(a.scale);
-#pragma omp parallel for schedule(static) if (parallel<S>(a))
+#pragma omp parallel for schedule(static) if (parallel(a))
   for (int bh = 0; bh < a.B * a.H; ++bh) {
     const auto K = head(kc, bh, a), V = head(vc, bh, a);          // (T, D)
     const Eigen::Map<const Vec<S>> qv(q + int64_t(bh) * D, D);  // (D)
