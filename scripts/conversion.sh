@@ -5,7 +5,7 @@
 #   b. each converted to PaTH, N = 2,000 and 5,000 more steps (fresh AdamW and schedule), and
 #   c. each trained N more steps as RoPE (the "more steps" control)   sweeps/conversion-flipflop.toml
 #   d. PaTH from scratch, 10,000 + N steps      sweeps/conversion-flipflop-scratch.toml
-# then `collect` into results/conversion/ and results/conversion/tables.md: error rates (%) on
+# then `collect` into results/conversion/ (CSVs, records.tgz), tables.md and curves-*.svg: error rates (%) on
 # val, val_sparse and val_dense, PaTH converted against PaTH from scratch, and RoPE before and
 # after its N more steps.
 #
@@ -16,6 +16,10 @@
 #   scripts/conversion.sh --smoke    the same pipeline on the CPU at tiny sizes (len 16, 20 + 5/10
 #                                    steps, 64 evaluation sequences), into runs/conversion-smoke*
 #                                    (results too): 21 runs, about a minute on 2 shared cores
+#   scripts/conversion.sh --tables [DIR]   only rebuilds DIR's (default results/conversion) tables.md
+#                                    and curves-*.svg from its CSVs, on any machine (byte-identical:
+#                                    the bootstrap is seeded); the conversion runs themselves need
+#                                    their sources' checkpoints, whose checksums are in the run ids
 # PATHBENCH=path/to/pathbench picks the binary (default build/pathbench, built if missing);
 # SWEEP_ARGS replaces the sweep engine's options (default: --pack auto; --smoke: none).
 set -euo pipefail
@@ -24,7 +28,41 @@ PB=${PATHBENCH:-build/pathbench}
 [ -x "$PB" ] || bash scripts/build.sh
 SWEEPS="conversion-flipflop-base conversion-flipflop conversion-flipflop-scratch"
 
-if [ "${1:-}" = "--smoke" ]; then
+# The tables and figures of $RESULTS, from its CSVs.
+publish() {
+  tables() {
+    echo "# conversion: tables"
+    echo
+    echo "Made by \`scripts/conversion.sh\` from evals.csv, seqstats.csv and history.csv. Error rates in %. Rows:"
+    echo "the steps of the run; PaTH at N = 2,000 and 5,000 steps is converted from the RoPE model (10,000"
+    echo "steps), at 10,000 + N from scratch; RoPE at N steps is that model trained N more steps."
+    for pe in path rope; do
+      echo
+      echo "## $pe"
+      echo
+      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe
+      echo
+      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe --per-seed
+    done
+    echo
+    echo "## path during training: val_sparse at each periodic evaluation (its first eval_every_n sequences)"
+    echo
+    "$PB" table "$RESULTS/history.csv" --rows steps --cols step --split val_sparse --metric error_rate --percent \
+      --where pe_name=path --per-seed
+  }
+  tables >"$RESULTS/tables.md.tmp"
+  mv "$RESULTS/tables.md.tmp" "$RESULTS/tables.md"
+  for s in val val_sparse; do
+    "$PB" plot "$RESULTS/history.csv" --figure curves --split $s --metric acc -o "$RESULTS/curves-$s.svg"
+  done
+  cat "$RESULTS/tables.md"
+}
+
+if [ "${1:-}" = "--tables" ]; then
+  RESULTS=${2:-results/conversion}
+  publish
+  exit 0
+elif [ "${1:-}" = "--smoke" ]; then
   ROOT=runs/conversion-smoke SOURCES=runs/conversion-smoke-sources RESULTS=runs/conversion-smoke-results
   ENGINE=${SWEEP_ARGS:-}
   mkdir -p "$ROOT/sweeps"
@@ -42,7 +80,7 @@ elif [ $# -eq 0 ]; then
   ENGINE=${SWEEP_ARGS:---pack auto}
   SWEEP_DIR=sweeps
 else
-  echo "usage: scripts/conversion.sh [--smoke]" >&2
+  echo "usage: scripts/conversion.sh [--smoke | --tables [DIR]]" >&2
   exit 2
 fi
 
@@ -65,21 +103,8 @@ done
 
 mkdir -p "$RESULTS"
 "$PB" collect "$ROOT" -o "$RESULTS"
-tables() {
-  echo "# conversion: tables"
-  echo
-  echo "Made by \`scripts/conversion.sh\` from evals.csv and seqstats.csv. Error rates in %. Rows: the steps"
-  echo "of the run; PaTH at N = 2,000 and 5,000 steps is converted from the RoPE model (10,000 steps),"
-  echo "at 10,000 + N from scratch; RoPE at N steps is that model trained N more steps."
-  for pe in path rope; do
-    echo
-    echo "## $pe"
-    echo
-    "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe
-    echo
-    "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe --per-seed
-  done
-}
-tables >"$RESULTS/tables.md.tmp"
-mv "$RESULTS/tables.md.tmp" "$RESULTS/tables.md"
-cat "$RESULTS/tables.md"
+# The run records (no checkpoints) and the source links, for the record: a rerun needs the sources'
+# checkpoints, whose checksums are part of the conversion runs' ids.
+tar czf "$RESULTS/records.tgz.tmp" --exclude='*.safetensors' "$ROOT" "$SOURCES"
+mv "$RESULTS/records.tgz.tmp" "$RESULTS/records.tgz"
+publish

@@ -8,7 +8,8 @@
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
-#                                     committed CSVs (byte-identical: the bootstrap is seeded)
+#                                     committed CSVs (byte-identical: the bootstrap is seeded),
+#                                     results/conversion's too (scripts/conversion.sh runs that one)
 # PATHBENCH=path/to/pathbench picks the binary (default build/pathbench, built if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -105,6 +106,6 @@ case "${1:-}" in
   flipflop) flipflop_run ;;
   lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
   a5) sweep_run paper-a5 ;;
-  --from-csv) flipflop_tables && lengthgen_tables ;;
+  --from-csv) flipflop_tables && lengthgen_tables && PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null ;;
   *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | --from-csv" >&2; exit 2 ;;
 esac
