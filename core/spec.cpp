@@ -25,6 +25,29 @@ static std::string join_keys(const std::vector<ParamDef>& params) {
   return s.empty() ? "(none)" : s;
 }
 
+// `value` of key p checked against its type and choices, in its canonical spelling ("0.80" and "0.8"
+// are one float, "07" and "7" one integer).
+static std::string canonical_value(const ParamDef& p, const std::string& value, std::string_view what,
+                                   const std::string& name) {
+  int64_t i;
+  double f;
+  if (p.type == ParamType::Int) {
+    if (!parse_int(value, i)) fail("{} '{}': key '{}' needs an integer, got '{}'", what, name, p.key, value);
+    return std::to_string(i);
+  }
+  if (p.type == ParamType::Float) {
+    if (!parse_float(value, f)) fail("{} '{}': key '{}' needs a number, got '{}'", what, name, p.key, value);
+    return fmt::format("{}", f);
+  }
+  if (!p.choices.empty()) {
+    bool ok = false;
+    std::string list;
+    for (const auto& c : p.choices) ok |= c == value, list += (list.empty() ? "" : ", ") + c;
+    if (!ok) fail("{} '{}': key '{}' must be one of {}, got '{}'", what, name, p.key, list, value);
+  }
+  return value;
+}
+
 Spec resolve_spec(std::string_view text, const std::vector<Schema>& schemas, std::string_view what) {
   const auto colon = text.find(':');
   const std::string name(text.substr(0, colon));
@@ -58,24 +81,9 @@ Spec resolve_spec(std::string_view text, const std::vector<Schema>& schemas, std
   spec.name_ = name;
   for (const auto& p : schema->params) {
     auto it = given.find(p.key);
-    std::string value = it == given.end() ? p.default_value : it->second;
-    int64_t i;
-    double f;
-    if (p.type == ParamType::Int && !parse_int(value, i))
-      fail("{} '{}': key '{}' needs an integer, got '{}'", what, name, p.key, value);
-    if (p.type == ParamType::Float) {
-      if (!parse_float(value, f))
-        fail("{} '{}': key '{}' needs a number, got '{}'", what, name, p.key, value);
-      value = fmt::format("{}", f);  // canonical spelling: "0.80" and "0.8" are one spec
-    }
-    if (p.type == ParamType::Int) value = std::to_string(i);
-    if (p.type == ParamType::String && !p.choices.empty()) {
-      bool ok = false;
-      std::string list;
-      for (const auto& c : p.choices) ok |= c == value, list += (list.empty() ? "" : ", ") + c;
-      if (!ok) fail("{} '{}': key '{}' must be one of {}, got '{}'", what, name, p.key, list, value);
-    }
+    const std::string value = canonical_value(p, it == given.end() ? p.default_value : it->second, what, name);
     spec.items_.emplace_back(p.key, value);
+    spec.in_canonical_.push_back(!p.omit_default || value != canonical_value(p, p.default_value, what, name));
   }
   return spec;
 }
@@ -83,7 +91,7 @@ Spec resolve_spec(std::string_view text, const std::vector<Schema>& schemas, std
 std::string Spec::canonical() const {
   std::string s = name_;
   for (size_t i = 0; i < items_.size(); ++i)
-    s += (i == 0 ? ":" : ",") + items_[i].first + "=" + items_[i].second;
+    if (in_canonical_[i]) s += (s == name_ ? ":" : ",") + items_[i].first + "=" + items_[i].second;
   return s;
 }
 

@@ -2,6 +2,8 @@
 // parameters (README.md, "Commands"). A Schema lists the valid keys with defaults;
 // resolving a spec against it checks every key and value and yields the canonical form
 // (all keys, schema order, defaults filled in), used in run ids, CSV columns and file headers.
+// A key added after runs were published is marked `omit_default`: the canonical form leaves it
+// out while it has its default value, so the ids of those runs stay as they were.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,6 +21,7 @@ struct ParamDef {
   std::string default_value;
   std::string doc;
   std::vector<std::string> choices;  // String params: allowed values (empty = any)
+  bool omit_default = false;         // left out of the canonical form at its default
 };
 
 struct Schema {
@@ -32,6 +35,7 @@ class Spec {
  public:
   const std::string& name() const { return name_; }
   std::string canonical() const;  // "name:k1=v1,k2=v2" in schema order ("name" if no params)
+                                  // (without omit_default keys at their defaults)
   int64_t get_int(std::string_view key) const;
   double get_float(std::string_view key) const;
   const std::string& get_string(std::string_view key) const;
@@ -42,7 +46,8 @@ class Spec {
 
  private:
   std::string name_;
-  std::vector<std::pair<std::string, std::string>> items_;  // schema order
+  std::vector<std::pair<std::string, std::string>> items_;  // schema order, every key
+  std::vector<bool> in_canonical_;                          // per item of items_
   const std::string& raw(std::string_view key) const;
 };
 

@@ -139,18 +139,22 @@ void add_bias(S* z, const S* b, int N, int H);           // z (N, H), b (H)
 // db[h] += Σ_n dz[n, h]
 template <class S>
 void bias_backward(S* db, const S* dz, int N, int H);    // db (H), dz (N, H)
-// y = log σ(z)
+// y = scale · log σ(z)
 template <class S>
-void log_sigmoid_forward(S* y, const S* z, int64_t n);
-// dz = dy · σ(−z)
+void log_sigmoid_forward(S* y, const S* z, int64_t n, double scale);
+// dz = scale · dy · σ(−z)
 template <class S>
-void log_sigmoid_backward(S* dz, const S* dy, const S* z, int64_t n);
-// β = 2σ(z), clipped to 2 − clip when clip > 0
+void log_sigmoid_backward(S* dz, const S* dy, const S* z, int64_t n, double scale);
+// PaTH's β = max · σ(z) ∈ (0, max), max ≤ 2; clipped to 2 − clip when clip > 0
+struct BetaArgs {
+  double max = 2;
+  double clip = 0;
+};
 template <class S>
-void beta_forward(S* beta, const S* z, int64_t n, double clip);
-// dz = dβ · 2σ(z)(1 − σ(z)), 0 where the clip is active
+void beta_forward(S* beta, const S* z, int64_t n, const BetaArgs& args);
+// dz = dβ · max σ(z)(1 − σ(z)), 0 where the clip is active
 template <class S>
-void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, double clip);
+void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, const BetaArgs& args);
 
 // ---------------------------------------------------------------------------------------------
 // Attention (kernels/cpu/{rope,softmax_attention,stick_breaking,path_attention}.cpp)

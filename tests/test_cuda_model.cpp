@@ -45,24 +45,26 @@ TEST_CASE("every encoding: CUDA model loss and gradients match the CPU model", "
   const int B = 3, T = 37, V = 11;
   for (const auto& entry : encodings()) {
     if (!entry.info.cuda) continue;  // CPU only: the CUDA engine refuses it
-    for (const int heads : {1, 2}) {  // head dims 64 and 32
-      const ModelConfig cfg{V, 2, 64, heads, 96, test_spec(entry)};
-      INFO(cfg.pe << " heads " << heads);
-      Transformer<Cpu32> cpu(cfg, 7);
-      Transformer<CudaEngine> gpu(cfg, 7);
-      const Batch b = random_batch(B, T, V, 1);
-      const double loss_cpu = cpu.forward(b.tokens.data(), b.targets.data(), B, T);
-      const double loss_gpu = gpu.forward(b.tokens.data(), b.targets.data(), B, T);
-      CHECK(std::abs(loss_gpu - loss_cpu) <= 1e-5 * std::abs(loss_cpu));
-      cpu.backward();
-      gpu.backward();
-      std::vector<float> grads_gpu(gpu.params.grads.size());
-      CudaEngine::download(grads_gpu.data(), gpu.params.grads.data(), grads_gpu.size());
-      for (const auto& e : cpu.params.entries) {
-        const std::vector<float> want(cpu.params.grads.begin() + e.offset, cpu.params.grads.begin() + e.offset + e.size);
-        const std::vector<float> got(grads_gpu.begin() + e.offset, grads_gpu.begin() + e.offset + e.size);
-        INFO("gradient of " << e.spec.name);
-        CHECK(test::rel_rms(got, want) <= 1e-4);
+    for (const std::string& spec : test_specs(entry)) {
+      for (const int heads : {1, 2}) {  // head dims 64 and 32
+        const ModelConfig cfg{V, 2, 64, heads, 96, spec};
+        INFO(cfg.pe << " heads " << heads);
+        Transformer<Cpu32> cpu(cfg, 7);
+        Transformer<CudaEngine> gpu(cfg, 7);
+        const Batch b = random_batch(B, T, V, 1);
+        const double loss_cpu = cpu.forward(b.tokens.data(), b.targets.data(), B, T);
+        const double loss_gpu = gpu.forward(b.tokens.data(), b.targets.data(), B, T);
+        CHECK(std::abs(loss_gpu - loss_cpu) <= 1e-5 * std::abs(loss_cpu));
+        cpu.backward();
+        gpu.backward();
+        std::vector<float> grads_gpu(gpu.params.grads.size());
+        CudaEngine::download(grads_gpu.data(), gpu.params.grads.data(), grads_gpu.size());
+        for (const auto& e : cpu.params.entries) {
+          const std::vector<float> want(cpu.params.grads.begin() + e.offset, cpu.params.grads.begin() + e.offset + e.size);
+          const std::vector<float> got(grads_gpu.begin() + e.offset, grads_gpu.begin() + e.offset + e.size);
+          INFO("gradient of " << e.spec.name);
+          CHECK(test::rel_rms(got, want) <= 1e-4);
+        }
       }
     }
   }
@@ -81,36 +83,38 @@ TEST_CASE("every encoding with bf16 kernels: CUDA model at precision bf16 near t
     cuda::set_precision(cuda::Precision::BF16);
     for (const auto& entry : encodings()) {
       if (!entry.info.cuda || !entry.info.bf16) continue;  // no bf16 kernel (sba): it stays fp32
-      for (const int heads : {1, 2}) {  // head dims 64 and 32
-        const ModelConfig cfg{V, 2, 64, heads, 96, test_spec(entry)};
-        INFO(cfg.pe << " heads " << heads);
-        Transformer<CudaEngine> gpu(cfg, 7);
-        Transformer<Cpu64> cpu(cfg, 7);
-        const std::vector<float> weights = gpu.params.to_host();  // the reference uses the same fp32 weights
-        cpu.params.params.assign(weights.begin(), weights.end());
-        const Batch b = random_batch(B, T, V, 1);
-        const double loss_cpu = cpu.forward(b.tokens.data(), b.targets.data(), B, T);
-        const double loss_gpu = gpu.forward(b.tokens.data(), b.targets.data(), B, T);
-        INFO("loss cpu " << loss_cpu << " gpu " << loss_gpu);
-        CHECK(std::abs(loss_gpu - loss_cpu) <= 1e-2 * std::abs(loss_cpu));
-        cpu.backward();
-        gpu.backward();
-        std::vector<float> grads_gpu(gpu.params.grads.size());
-        CudaEngine::download(grads_gpu.data(), gpu.params.grads.data(), grads_gpu.size());
-        double worst = 0;
-        for (const auto& e : cpu.params.entries) {
-          const std::vector<double> want(cpu.params.grads.begin() + e.offset, cpu.params.grads.begin() + e.offset + e.size);
-          const std::vector<float> got(grads_gpu.begin() + e.offset, grads_gpu.begin() + e.offset + e.size);
-          const double err = test::rel_rms(got, want);
-          INFO("gradient of " << e.spec.name << ": relative RMS " << err);
-          // A tensor of one scalar per head (KERPLE's r1, r2) is one sum over every (i, j) pair of
-          // bf16-rounded dS with cancellation: its error is that of a single sum, not an RMS over
-          // many entries (kerple, 1 head: 7.6% on an H200, 2026-12-02; every other tensor ≤ 5%).
-          CHECK(err <= (e.size <= heads ? 0.15 : 5e-2));
-          worst = std::max(worst, err);
+      for (const std::string& spec : test_specs(entry)) {
+        for (const int heads : {1, 2}) {  // head dims 64 and 32
+          const ModelConfig cfg{V, 2, 64, heads, 96, spec};
+          INFO(cfg.pe << " heads " << heads);
+          Transformer<CudaEngine> gpu(cfg, 7);
+          Transformer<Cpu64> cpu(cfg, 7);
+          const std::vector<float> weights = gpu.params.to_host();  // the reference uses the same fp32 weights
+          cpu.params.params.assign(weights.begin(), weights.end());
+          const Batch b = random_batch(B, T, V, 1);
+          const double loss_cpu = cpu.forward(b.tokens.data(), b.targets.data(), B, T);
+          const double loss_gpu = gpu.forward(b.tokens.data(), b.targets.data(), B, T);
+          INFO("loss cpu " << loss_cpu << " gpu " << loss_gpu);
+          CHECK(std::abs(loss_gpu - loss_cpu) <= 1e-2 * std::abs(loss_cpu));
+          cpu.backward();
+          gpu.backward();
+          std::vector<float> grads_gpu(gpu.params.grads.size());
+          CudaEngine::download(grads_gpu.data(), gpu.params.grads.data(), grads_gpu.size());
+          double worst = 0;
+          for (const auto& e : cpu.params.entries) {
+            const std::vector<double> want(cpu.params.grads.begin() + e.offset, cpu.params.grads.begin() + e.offset + e.size);
+            const std::vector<float> got(grads_gpu.begin() + e.offset, grads_gpu.begin() + e.offset + e.size);
+            const double err = test::rel_rms(got, want);
+            INFO("gradient of " << e.spec.name << ": relative RMS " << err);
+            // A tensor of one scalar per head (KERPLE's r1, r2) is one sum over every (i, j) pair of
+            // bf16-rounded dS with cancellation: its error is that of a single sum, not an RMS over
+            // many entries (kerple, 1 head: 7.6% on an H200, 2026-12-02; every other tensor ≤ 5%).
+            CHECK(err <= (e.size <= heads ? 0.15 : 5e-2));
+            worst = std::max(worst, err);
+          }
+          // bf16 rounding shows: far above the fp32 engine's 1e-4 (else BF16 did not reach the ops).
+          CHECK(worst > 1e-4);
         }
-        // bf16 rounding shows: far above the fp32 engine's 1e-4 (else BF16 did not reach the ops).
-        CHECK(worst > 1e-4);
       }
     }
   }

@@ -398,26 +398,27 @@ TEST_CASE("cuda gates: log-sigmoid and beta, forward and backward, in place", "[
       require_identical(what + " in place", host(inplace), got);
     };
     const auto size = fmt::format(" n={}", n);
-    {
+    for (double scale : {1.0, 0.25}) {
+      const auto what = fmt::format("{} scale={}", size, scale);
       Vec y(n), dz(n);
-      pb::log_sigmoid_forward(y.data(), z.data(), n);
-      pb::log_sigmoid_backward(dz.data(), dy.data(), z.data(), n);
+      pb::log_sigmoid_forward(y.data(), z.data(), n, scale);
+      pb::log_sigmoid_backward(dz.data(), dy.data(), z.data(), n, scale);
       DBuf gy = poisoned(n);
-      cuda::log_sigmoid_forward(gy.data(), gz.data(), n);
-      check_fwd("log_sigmoid y" + size, host(gy), y);
-      backward("log_sigmoid dz" + size, dz,
-               [&](float* d, const float* g) { cuda::log_sigmoid_backward(d, g, gz.data(), n); });
+      cuda::log_sigmoid_forward(gy.data(), gz.data(), n, scale);
+      check_fwd("log_sigmoid y" + what, host(gy), y);
+      backward("log_sigmoid dz" + what, dz,
+               [&](float* d, const float* g) { cuda::log_sigmoid_backward(d, g, gz.data(), n, scale); });
     }
-    for (double clip : {0.0, 0.1}) {
-      const auto what = fmt::format("{} clip={}", size, clip);
+    for (const BetaArgs a : {BetaArgs{2, 0}, BetaArgs{2, 0.1}, BetaArgs{1, 0}}) {
+      const auto what = fmt::format("{} max={} clip={}", size, a.max, a.clip);
       Vec beta(n), dz(n);
-      pb::beta_forward(beta.data(), z.data(), n, clip);
-      pb::beta_backward(dz.data(), dy.data(), z.data(), n, clip);
+      pb::beta_forward(beta.data(), z.data(), n, a);
+      pb::beta_backward(dz.data(), dy.data(), z.data(), n, a);
       DBuf gbeta = poisoned(n);
-      cuda::beta_forward(gbeta.data(), gz.data(), n, clip);
+      cuda::beta_forward(gbeta.data(), gz.data(), n, a);
       check_fwd("beta" + what, host(gbeta), beta);
       backward("beta dz" + what, dz,
-               [&](float* d, const float* g) { cuda::beta_backward(d, g, gz.data(), n, clip); });
+               [&](float* d, const float* g) { cuda::beta_backward(d, g, gz.data(), n, a); });
     }
   }
 }
@@ -506,10 +507,10 @@ TEST_CASE("cuda ops accept empty sizes", "[cuda]") {
     cuda::adamw_update(nullptr, nullptr, nullptr, nullptr, nullptr, 0, adam, nullptr);
     cuda::add_bias(nullptr, nullptr, 0, 4);
     cuda::bias_backward(nullptr, nullptr, 0, 4);
-    cuda::log_sigmoid_forward(nullptr, nullptr, 0);
-    cuda::log_sigmoid_backward(nullptr, nullptr, nullptr, 0);
-    cuda::beta_forward(nullptr, nullptr, 0, 0.1);
-    cuda::beta_backward(nullptr, nullptr, nullptr, 0, 0.1);
+    cuda::log_sigmoid_forward(nullptr, nullptr, 0, 1.0);
+    cuda::log_sigmoid_backward(nullptr, nullptr, nullptr, 0, 1.0);
+    cuda::beta_forward(nullptr, nullptr, 0, BetaArgs{2, 0.1});
+    cuda::beta_backward(nullptr, nullptr, nullptr, 0, BetaArgs{2, 0.1});
     cuda::rope_forward(nullptr, nullptr, rope);
     cuda::rope_backward(nullptr, nullptr, rope);
     cuda::synchronize();

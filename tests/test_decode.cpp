@@ -72,26 +72,25 @@ void train_small(const std::string& spec, const std::string& dir) {
 }  // namespace
 
 TEST_CASE("every position encoding: decoded logits equal the parallel forward's (double)", "[decode]") {
-  for (const auto& entry : encodings()) {
-    const std::string spec = test_spec(entry);
-    for (const int layers : {1, 2}) {
-      DYNAMIC_SECTION(spec << " layers=" << layers) {
-        auto model = random_model<Cpu64>({11, layers, 24, 3, 32, spec});
-        CHECK(decode_error(model, 3, 21) <= 1e-9);
-        CHECK(decode_error(model, 1, 1) <= 1e-9);
+  for (const auto& entry : encodings())
+    for (const std::string& spec : test_specs(entry))
+      for (const int layers : {1, 2}) {
+        DYNAMIC_SECTION(spec << " layers=" << layers) {
+          auto model = random_model<Cpu64>({11, layers, 24, 3, 32, spec});
+          CHECK(decode_error(model, 3, 21) <= 1e-9);
+          CHECK(decode_error(model, 1, 1) <= 1e-9);
+        }
       }
-    }
-  }
 }
 
 TEST_CASE("every position encoding: decoded logits agree with the parallel forward in float", "[decode]") {
-  for (const auto& entry : encodings()) {
-    const std::string spec = test_spec(entry);
-    DYNAMIC_SECTION(spec) {
-      auto model = random_model<Cpu32>({11, 2, 24, 3, 32, spec});
-      CHECK(decode_error(model, 2, 33) <= 1e-4);
+  for (const auto& entry : encodings())
+    for (const std::string& spec : test_specs(entry)) {
+      DYNAMIC_SECTION(spec) {
+        auto model = random_model<Cpu32>({11, 2, 24, 3, 32, spec});
+        CHECK(decode_error(model, 2, 33) <= 1e-4);
+      }
     }
-  }
 }
 
 // After token t, the cache holds H_t ⋯ H_{j+1} k_j for j < t and k_t itself (no H_t on it).

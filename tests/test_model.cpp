@@ -73,57 +73,93 @@ TEST_CASE("every position encoding: gradients match finite differences", "[model
     int B, T, H, D;
   };
   for (const Shape s : {Shape{2, 7, 3, 8}, Shape{1, 1, 1, 8}, Shape{1, 9, 2, 50}}) {
-    for (const auto& entry : encodings()) {
-      const std::string spec = test_spec(entry);
-      DYNAMIC_SECTION(spec << " B=" << s.B << " T=" << s.T << " H=" << s.H << " D=" << s.D) {
-        LayerCase c(spec, s.B, s.T, s.H, s.D, 42);
-        std::vector<const double*> p;
-        std::vector<double> out(c.q.size()), dq(c.q.size()), dk(c.q.size()), dv(c.q.size()), dx(c.x.size(), 0.0);
-        std::vector<std::vector<double>> dparams;
-        std::vector<double*> dp;
-        for (auto& t : c.params) dparams.emplace_back(t.size(), 0.0);
-        for (auto& t : dparams) dp.push_back(t.data());
-        const auto in = c.inputs(p);
-        c.pe->forward(out.data(), in);
-        c.pe->backward({out.data(), c.dout.data(), dx.data(), dq.data(), dk.data(), dv.data(), dp}, in);
-        auto loss = [&] { return c.loss(); };
-        check_gradient(spec + " dq", c.q, dq, loss);
-        check_gradient(spec + " dk", c.k, dk, loss);
-        check_gradient(spec + " dv", c.v, dv, loss);
-        check_gradient(spec + " dx", c.x, dx, loss);
-        for (size_t i = 0; i < c.params.size(); ++i)
-          check_gradient(spec + " d" + c.pe->params({c.C, c.H, c.D})[i].name, c.params[i], dparams[i], loss);
+    for (const auto& entry : encodings())
+      for (const std::string& spec : test_specs(entry)) {
+        DYNAMIC_SECTION(spec << " B=" << s.B << " T=" << s.T << " H=" << s.H << " D=" << s.D) {
+          LayerCase c(spec, s.B, s.T, s.H, s.D, 42);
+          std::vector<const double*> p;
+          std::vector<double> out(c.q.size()), dq(c.q.size()), dk(c.q.size()), dv(c.q.size()), dx(c.x.size(), 0.0);
+          std::vector<std::vector<double>> dparams;
+          std::vector<double*> dp;
+          for (auto& t : c.params) dparams.emplace_back(t.size(), 0.0);
+          for (auto& t : dparams) dp.push_back(t.data());
+          const auto in = c.inputs(p);
+          c.pe->forward(out.data(), in);
+          c.pe->backward({out.data(), c.dout.data(), dx.data(), dq.data(), dk.data(), dv.data(), dp}, in);
+          auto loss = [&] { return c.loss(); };
+          check_gradient(spec + " dq", c.q, dq, loss);
+          check_gradient(spec + " dk", c.k, dk, loss);
+          check_gradient(spec + " dv", c.v, dv, loss);
+          check_gradient(spec + " dx", c.x, dx, loss);
+          for (size_t i = 0; i < c.params.size(); ++i)
+            check_gradient(spec + " d" + c.pe->params({c.C, c.H, c.D})[i].name, c.params[i], dparams[i], loss);
+        }
       }
-    }
   }
 }
 
 TEST_CASE("whole model: gradients of the loss match finite differences", "[model][gradcheck]") {
-  for (const auto& entry : encodings()) {
-    const std::string name = entry.schema.name;
-    DYNAMIC_SECTION(name) {
-      const std::string spec = test_spec(entry);
-      Transformer<Cpu64> model({7, 2, 16, 2, 24, spec}, 3);
-      auto& P = model.params;
-      for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
-      const int B = 2, T = 7;
-      std::vector<int32_t> tokens(B * T), targets(B * T);
-      for (int i = 0; i < B * T; ++i) tokens[i] = (i * 5 + 3) % 7, targets[i] = i % 4 == 1 ? -1 : (i * 3) % 7;
-      std::fill(P.grads.begin(), P.grads.end(), 0.0);
-      model.forward(tokens.data(), targets.data(), B, T);
-      model.backward();
-      for (const auto& e : P.entries) {
-        std::vector<double> x(P.params.begin() + e.offset, P.params.begin() + e.offset + e.size);
-        const std::vector<double> g(P.grads.begin() + e.offset, P.grads.begin() + e.offset + e.size);
-        auto loss = [&] {
+  for (const auto& entry : encodings())
+    for (const std::string& spec : test_specs(entry)) {
+      DYNAMIC_SECTION(spec) {
+        Transformer<Cpu64> model({7, 2, 16, 2, 24, spec}, 3);
+        auto& P = model.params;
+        for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
+        const int B = 2, T = 7;
+        std::vector<int32_t> tokens(B * T), targets(B * T);
+        for (int i = 0; i < B * T; ++i) tokens[i] = (i * 5 + 3) % 7, targets[i] = i % 4 == 1 ? -1 : (i * 3) % 7;
+        std::fill(P.grads.begin(), P.grads.end(), 0.0);
+        model.forward(tokens.data(), targets.data(), B, T);
+        model.backward();
+        for (const auto& e : P.entries) {
+          std::vector<double> x(P.params.begin() + e.offset, P.params.begin() + e.offset + e.size);
+          const std::vector<double> g(P.grads.begin() + e.offset, P.grads.begin() + e.offset + e.size);
+          auto loss = [&] {
+            std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+            return model.forward(tokens.data(), targets.data(), B, T);
+          };
+          check_gradient(spec + " " + e.spec.name, x, g, loss, 1e-5, 40, 1e-5, true);
           std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
-          return model.forward(tokens.data(), targets.data(), B, T);
-        };
-        check_gradient(name + " " + e.spec.name, x, g, loss, 1e-5, 40, 1e-5, true);
-        std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+        }
       }
     }
-  }
+}
+
+// The ablation keys of path / path_fox (models/position/path.h) came after published runs: at
+// their defaults they stay out of the canonical spec, so those runs keep their ids.
+TEST_CASE("path ablation keys: canonical spec, validation, parameters", "[model][path]") {
+  CHECK(resolve_encoding("path").canonical() == "path:w_rank=32,beta_clip=0,block=64");
+  CHECK(resolve_encoding("path:conv=1,beta_max=2.0").canonical() == "path:w_rank=32,beta_clip=0,block=64");
+  CHECK(resolve_encoding("path:beta_max=1.0,conv=0").canonical() ==
+        "path:w_rank=32,beta_clip=0,block=64,conv=0,beta_max=1");
+  CHECK(resolve_encoding("path_fox").canonical() == "path_fox:w_rank=32,beta_clip=0,block=64");
+  CHECK(resolve_encoding("path_fox:gate_scale=1").canonical() ==
+        "path_fox:w_rank=32,beta_clip=0,block=64,gate_scale=1");
+  CHECK_THROWS_AS(resolve_encoding("path:gate_scale=1"), Error);  // path has no gate
+  for (const char* bad : {"path:conv=2", "path:beta_max=0", "path:beta_max=2.5", "path_fox:gate_scale=-1"})
+    CHECK_THROWS_AS(make_encoding<Cpu64>(bad), Error);
+  const auto names = [](const std::string& spec) {
+    std::set<std::string> n;
+    for (const auto& p : make_encoding<Cpu64>(spec)->params({8, 2, 4})) n.insert(p.name);
+    return n;
+  };
+  CHECK(names("path").count("w_conv") == 1);
+  CHECK(names("path:conv=0").count("w_conv") == 0);
+  CHECK(names("path:conv=0").size() == names("path").size() - 1);
+}
+
+// gate_scale=1 multiplies log f by the attention scale 1/√D: at D = 1 that is 1, and the model
+// is the unscaled one; at D = 4 it is not.
+TEST_CASE("path_fox gate_scale: the gate term scaled by 1/sqrt(D)", "[model][path]") {
+  const auto loss = [](const std::string& spec, int d_model, int heads) {
+    Transformer<Cpu64> model({7, 1, d_model, heads, 8, spec}, 5);
+    for (auto& p : model.params.params) p *= 20;  // gates far from 1/2: the scale matters
+    std::vector<int32_t> tokens(2 * 9), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t(i * 5 % 7), targets[i] = int32_t(i * 3 % 7);
+    return model.forward(tokens.data(), targets.data(), 2, 9);
+  };
+  CHECK(loss("path_fox:gate_scale=1", 2, 2) == loss("path_fox", 2, 2));
+  CHECK(std::abs(loss("path_fox:gate_scale=1", 8, 2) - loss("path_fox", 8, 2)) > 1e-6);
 }
 
 // Why word problems start with a BOS token (tasks/word_problem.cpp): every encoding mixes values

@@ -383,22 +383,33 @@ TEST_CASE("gates: bias, log-sigmoid and beta gradients match finite differences"
     return dot(y, dy);
   });
   Vec dz(N * H);
-  log_sigmoid_backward(dz.data(), dy.data(), z.data(), N * H);
-  check_gradient("log_sigmoid z", z, dz, [&] {
-    Vec y(N * H);
-    log_sigmoid_forward(y.data(), z.data(), N * H);
-    return dot(y, dy);
-  });
-  for (const double clip : {0.0, 0.3}) {
-    beta_backward(dz.data(), dy.data(), z.data(), N * H, clip);
-    check_gradient(fmt::format("beta z clip {}", clip), z, dz, [&] {
+  for (const double scale : {1.0, 0.3}) {
+    log_sigmoid_backward(dz.data(), dy.data(), z.data(), N * H, scale);
+    check_gradient(fmt::format("log_sigmoid z scale {}", scale), z, dz, [&] {
       Vec y(N * H);
-      beta_forward(y.data(), z.data(), N * H, clip);
+      log_sigmoid_forward(y.data(), z.data(), N * H, scale);
+      return dot(y, dy);
+    });
+    Vec y(N * H);
+    log_sigmoid_forward(y.data(), z.data(), N * H, scale);
+    for (int i = 0; i < N * H; ++i) CHECK(y[i] == Approx(scale * std::log(1 / (1 + std::exp(-z[i])))));
+  }
+  for (const BetaArgs a : {BetaArgs{2, 0}, BetaArgs{2, 0.3}, BetaArgs{1, 0}, BetaArgs{1, 1.5}}) {
+    const auto what = fmt::format("beta z max {} clip {}", a.max, a.clip);
+    beta_backward(dz.data(), dy.data(), z.data(), N * H, a);
+    check_gradient(what, z, dz, [&] {
+      Vec y(N * H);
+      beta_forward(y.data(), z.data(), N * H, a);
       return dot(y, dy);
     });
     Vec beta(N * H);
-    beta_forward(beta.data(), z.data(), N * H, clip);
-    for (double x : beta) CHECK((x > 0 && x <= 2 - clip));
+    beta_forward(beta.data(), z.data(), N * H, a);
+    const double hi = a.clip > 0 ? std::min(a.max, 2 - a.clip) : a.max;
+    for (int i = 0; i < N * H; ++i) {
+      INFO(what);
+      CHECK((beta[i] > 0 && beta[i] <= hi));
+      if (a.max / (1 + std::exp(-z[i])) < hi) CHECK(beta[i] == Approx(a.max / (1 + std::exp(-z[i]))));
+    }
   }
 }
 

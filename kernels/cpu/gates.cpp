@@ -1,5 +1,5 @@
-// Per-head gates of the position encodings: bias add / bias gradient, FoX's log f = log σ(z) and
-// PaTH's β = 2σ(z) (optionally clipped). Elementwise; backward ops may run in place.
+// Per-head gates of the position encodings: bias add / bias gradient, FoX's log f = s · log σ(z)
+// and PaTH's β = max · σ(z) (optionally clipped). Elementwise; backward ops may run in place.
 #include <algorithm>
 
 #include "kernels/cpu/eigen.h"
@@ -21,38 +21,38 @@ void bias_backward(S* db, const S* dz, int N, int H) {
 }
 
 template <class S>
-void log_sigmoid_forward(S* y, const S* z, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = log_sigmoid(z[i]);
+void log_sigmoid_forward(S* y, const S* z, int64_t n, double scale) {
+  for (int64_t i = 0; i < n; ++i) y[i] = S(scale) * log_sigmoid(z[i]);
 }
 
 template <class S>
-void log_sigmoid_backward(S* dz, const S* dy, const S* z, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dz[i] = dy[i] * sigmoid(-z[i]);  // d log σ(z)/dz = σ(−z)
+void log_sigmoid_backward(S* dz, const S* dy, const S* z, int64_t n, double scale) {
+  for (int64_t i = 0; i < n; ++i) dz[i] = S(scale) * dy[i] * sigmoid(-z[i]);  // d log σ(z)/dz = σ(−z)
 }
 
 template <class S>
-void beta_forward(S* beta, const S* z, int64_t n, double clip) {
+void beta_forward(S* beta, const S* z, int64_t n, const BetaArgs& a) {
   for (int64_t i = 0; i < n; ++i) {
-    const S b = 2 * sigmoid(z[i]);
-    beta[i] = clip > 0 ? std::min(b, S(2 - clip)) : b;
+    const S b = S(a.max) * sigmoid(z[i]);
+    beta[i] = a.clip > 0 ? std::min(b, S(2 - a.clip)) : b;
   }
 }
 
 template <class S>
-void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, double clip) {
+void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, const BetaArgs& a) {
   for (int64_t i = 0; i < n; ++i) {
     const S s = sigmoid(z[i]);
-    dz[i] = clip > 0 && 2 * s > S(2 - clip) ? S(0) : dbeta[i] * 2 * s * (1 - s);
+    dz[i] = a.clip > 0 && S(a.max) * s > S(2 - a.clip) ? S(0) : dbeta[i] * S(a.max) * s * (1 - s);
   }
 }
 
-#define PB_INSTANTIATE(S)                                                   \
-  template void add_bias<S>(S*, const S*, int, int);                        \
-  template void bias_backward<S>(S*, const S*, int, int);                   \
-  template void log_sigmoid_forward<S>(S*, const S*, int64_t);              \
-  template void log_sigmoid_backward<S>(S*, const S*, const S*, int64_t);   \
-  template void beta_forward<S>(S*, const S*, int64_t, double);             \
-  template void beta_backward<S>(S*, const S*, const S*, int64_t, double);
+#define PB_INSTANTIATE(S)                                                           \
+  template void add_bias<S>(S*, const S*, int, int);                                \
+  template void bias_backward<S>(S*, const S*, int, int);                           \
+  template void log_sigmoid_forward<S>(S*, const S*, int64_t, double);              \
+  template void log_sigmoid_backward<S>(S*, const S*, const S*, int64_t, double);   \
+  template void beta_forward<S>(S*, const S*, int64_t, const BetaArgs&);            \
+  template void beta_backward<S>(S*, const S*, const S*, int64_t, const BetaArgs&);
 PB_INSTANTIATE(float)
 PB_INSTANTIATE(double)
 #undef PB_INSTANTIATE

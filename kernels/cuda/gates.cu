@@ -1,5 +1,5 @@
 // Per-head gates of the position encodings, as in kernels/cpu/gates.cpp: bias add / bias
-// gradient, FoX's log f = log σ(z) and PaTH's β = 2σ(z) (optionally clipped). Elementwise
+// gradient, FoX's log f = s · log σ(z) and PaTH's β = max · σ(z) (optionally clipped). Elementwise
 // grid-stride kernels (backward ops may run in place: each entry is read before it is written by
 // the same thread); the bias gradient is a deterministic column sum (chunk partials, then a fixed
 // order sum).
@@ -41,30 +41,31 @@ __global__ void bias_partial_kernel(float* partial, const float* dz, int N, int 
 }
 
 
-// y = log σ(z) = min(z, 0) − log1p(e^(−|z|))
-__global__ void log_sigmoid_forward_kernel(float* y, const float* z, int64_t n) {
-  PB_GRID_STRIDE(i, n) y[i] = fminf(z[i], 0.f) - log1pf(expf(-fabsf(z[i])));
+// y = scale · log σ(z),  log σ(z) = min(z, 0) − log1p(e^(−|z|))
+__global__ void log_sigmoid_forward_kernel(float* y, const float* z, int64_t n, float scale) {
+  PB_GRID_STRIDE(i, n) y[i] = scale * (fminf(z[i], 0.f) - log1pf(expf(-fabsf(z[i]))));
 }
 
-// dz = dy · σ(−z)
-__global__ void log_sigmoid_backward_kernel(float* dz, const float* dy, const float* z, int64_t n) {
-  PB_GRID_STRIDE(i, n) dz[i] = dy[i] * sigmoid_stable(-z[i]);
+// dz = scale · dy · σ(−z)
+__global__ void log_sigmoid_backward_kernel(float* dz, const float* dy, const float* z, int64_t n,
+                                            float scale) {
+  PB_GRID_STRIDE(i, n) dz[i] = scale * dy[i] * sigmoid_stable(-z[i]);
 }
 
-// β = 2σ(z), min(β, cap) when clipping (cap = 2 − clip)
-__global__ void beta_forward_kernel(float* beta, const float* z, int64_t n, bool clip, float cap) {
+// β = max · σ(z), min(β, cap) when clipping (cap = 2 − clip)
+__global__ void beta_forward_kernel(float* beta, const float* z, int64_t n, float max, bool clip, float cap) {
   PB_GRID_STRIDE(i, n) {
-    const float b = 2.f * sigmoid_stable(z[i]);
+    const float b = max * sigmoid_stable(z[i]);
     beta[i] = clip ? fminf(b, cap) : b;
   }
 }
 
-// dz = dβ · 2σ(z)(1 − σ(z)), 0 where the clip is active (2σ(z) > cap)
-__global__ void beta_backward_kernel(float* dz, const float* dbeta, const float* z, int64_t n,
+// dz = dβ · max σ(z)(1 − σ(z)), 0 where the clip is active (max σ(z) > cap)
+__global__ void beta_backward_kernel(float* dz, const float* dbeta, const float* z, int64_t n, float max,
                                      bool clip, float cap) {
   PB_GRID_STRIDE(i, n) {
     const float s = sigmoid_stable(z[i]);
-    dz[i] = clip && 2.f * s > cap ? 0.f : dbeta[i] * 2.f * s * (1.f - s);
+    dz[i] = clip && max * s > cap ? 0.f : dbeta[i] * max * s * (1.f - s);
   }
 }
 
@@ -91,29 +92,29 @@ void bias_backward(float* db, const float* dz, int N, int H) {
   add_column_sums(db, partial, n_chunks, H);
 }
 
-void log_sigmoid_forward(float* y, const float* z, int64_t n) {
+void log_sigmoid_forward(float* y, const float* z, int64_t n, double scale) {
   if (n == 0) return;
-  log_sigmoid_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(y, z, n);
+  log_sigmoid_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(y, z, n, float(scale));
   PB_LAUNCH_CHECK();
 }
 
-void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n) {
+void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n, double scale) {
   if (n == 0) return;
-  log_sigmoid_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dy, z, n);
+  log_sigmoid_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dy, z, n, float(scale));
   PB_LAUNCH_CHECK();
 }
 
-void beta_forward(float* beta, const float* z, int64_t n, double clip) {
+void beta_forward(float* beta, const float* z, int64_t n, const BetaArgs& a) {
   if (n == 0) return;
-  beta_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(beta, z, n, clip > 0,
-                                                                float(2 - clip));
+  beta_forward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(beta, z, n, float(a.max), a.clip > 0,
+                                                                       float(2 - a.clip));
   PB_LAUNCH_CHECK();
 }
 
-void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip) {
+void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, const BetaArgs& a) {
   if (n == 0) return;
-  beta_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dbeta, z, n, clip > 0,
-                                                                 float(2 - clip));
+  beta_backward_kernel<<<blocks_for(n), kElementThreads, 0, stream()>>>(dz, dbeta, z, n, float(a.max),
+                                                                        a.clip > 0, float(2 - a.clip));
   PB_LAUNCH_CHECK();
 }
 

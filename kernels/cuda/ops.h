@@ -47,10 +47,10 @@ void adamw_update(float* params, float* m, float* v, const float* grads, const u
 // gates.cu
 void add_bias(float* z, const float* b, int N, int H);
 void bias_backward(float* db, const float* dz, int N, int H);
-void log_sigmoid_forward(float* y, const float* z, int64_t n);
-void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n);
-void beta_forward(float* beta, const float* z, int64_t n, double clip);
-void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, double clip);
+void log_sigmoid_forward(float* y, const float* z, int64_t n, double scale);
+void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n, double scale);
+void beta_forward(float* beta, const float* z, int64_t n, const BetaArgs& args);
+void beta_backward(float* dz, const float* dbeta, const float* z, int64_t n, const BetaArgs& args);
 
 // --- Attention -------------------------------------------------------------------------------
 // rope.cu

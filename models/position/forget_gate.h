@@ -1,5 +1,6 @@
-// The FoX forget gate shared by fox and path_fox: log f = logsigmoid(x W_f + b_f), one per head.
-// Its two parameters sit at positions `first` and `first + 1` of the encoding's params().
+// The FoX forget gate shared by fox and path_fox: log f = scale · logsigmoid(x W_f + b_f), one per
+// head (scale 1, or path_fox's gate_scale). Its two parameters sit at positions `first` and
+// `first + 1` of the encoding's params().
 #pragma once
 #include <vector>
 
@@ -17,28 +18,28 @@ class ForgetGate {
     return {{"w_f", {d.C, d.H}, Init::Normal, true}, {"b_f", {d.H}, Init::Zeros, false}};
   }
 
-  const S* forward(const AttnInputs<S>& in, size_t first) {
+  const S* forward(const AttnInputs<S>& in, size_t first, double scale) {
     const int N = in.B * in.T, H = in.dims.H;
     z_.resize(size_t(N) * H);
     log_f_.resize(z_.size());
     dlog_f_.resize(z_.size());
-    log_f_rows(log_f_.data(), z_.data(), in.x, in.params, first, N, in.dims.C, H);
+    log_f_rows(log_f_.data(), z_.data(), in.x, in.params, first, N, in.dims.C, H, scale);
     return log_f_.data();
   }
 
   // log f (N, H) of the N rows of x (N, C), z (N, H) scratch; forward() and decoding.
   static void log_f_rows(S* log_f, S* z, const S* x, std::span<const S* const> params, size_t first, int N,
-                         int C, int H) {
+                         int C, int H, double scale) {
     head_projection_forward<E>(z, x, params[first], params[first + 1], N, C, H);
-    E::log_sigmoid_forward(log_f, z, int64_t(N) * H);  // log f = log σ(z)
+    E::log_sigmoid_forward(log_f, z, int64_t(N) * H, scale);  // log f = scale · log σ(z)
   }
 
   const S* log_f() const { return log_f_.data(); }
   S* dlog_f() { return dlog_f_.data(); }  // filled by the attention backward
 
-  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in, size_t first) {
+  void backward(const AttnGrads<S>& g, const AttnInputs<S>& in, size_t first, double scale) {
     const int N = in.B * in.T, H = in.dims.H;
-    E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()));  // dz = dlog f · σ(−z)
+    E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()), scale);  // dz = scale · dlog f · σ(−z)
     head_projection_backward<E>(g.dx, g.dparams[first], g.dparams[first + 1], dlog_f_.data(), in.x,
                                 in.params[first], N, in.dims.C, H);
   }

@@ -18,7 +18,7 @@ class Fox final : public PositionEncoding<E> {
 
   void forward(S* out, const AttnInputs<S>& in) override {
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
-    const S* log_f = in.given.empty() ? gate_.forward(in, 0) : in.given[0];
+    const S* log_f = in.given.empty() ? gate_.forward(in, 0, 1.0) : in.given[0];
     E::softmax_attention_forward(out, lse_.data(), in.q, in.k, in.v, log_f, softmax_args(in));
   }
 
@@ -27,7 +27,7 @@ class Fox final : public PositionEncoding<E> {
     E::softmax_attention_backward(g.dq, g.dk, g.dv, given ? g.dgiven[0] : gate_.dlog_f(), g.dout, g.out,
                                   lse_.data(), in.q, in.k, in.v, given ? in.given[0] : gate_.log_f(),
                                   softmax_args(in));
-    if (!given) gate_.backward(g, in, 0);
+    if (!given) gate_.backward(g, in, 0, 1.0);
   }
 
   std::unique_ptr<AttnDecoder<S>> decoder(const LayerDims& d, int B, int Tmax) override {
@@ -39,7 +39,7 @@ class Fox final : public PositionEncoding<E> {
   struct Decoder final : SoftmaxDecoder<E> {
     Decoder(const LayerDims& d, int B, int Tmax) : SoftmaxDecoder<E>(d, B, Tmax, true), z_(size_t(B) * d.H) {}
     void log_f(S* lf, const DecodeInputs<S>& in) override {
-      ForgetGate<E>::log_f_rows(lf, z_.data(), in.x, in.params, 0, in.B, in.dims.C, in.dims.H);
+      ForgetGate<E>::log_f_rows(lf, z_.data(), in.x, in.params, 0, in.B, in.dims.C, in.dims.H, 1.0);
     }
     typename E::template Buffer<S> z_;  // (B, H)
   };

@@ -126,6 +126,7 @@ struct EncodingInfo {
   bool cuda = true;                // the CUDA engine runs it (else refused there, CPU only)
   bool bf16 = true;                // at --precision bf16 it runs on bf16 kernels (else fp32 throughout)
   std::string test_spec{};         // the spec of the small CPU and GPU tests ("" = the bare name)
+  std::vector<std::string> test_variants{};  // further specs they also walk: options that change the computation
   PlotStyle style{nullptr, 0, 0};  // null colour: one derived from the name
 
   bool takes(AttnInput i) const {
@@ -168,6 +169,7 @@ inline constexpr const char* kDefaultEncoding = "rope";  // of a model configure
 const std::vector<EncodingEntry>& encodings();  // in registry order (also the legend order)
 const EncodingEntry& encoding_entry(std::string_view name);  // pb::Error for an unknown name
 std::string test_spec(const EncodingEntry& e);  // e.info.test_spec, or the bare name
+std::vector<std::string> test_specs(const EncodingEntry& e);  // test_spec(e), then e.info.test_variants
 std::vector<Schema> encoding_schemas();
 Spec resolve_encoding(std::string_view spec);  // pb::Error listing valid names / keys
 // pb::Error also when the engine cannot run it (EncodingInfo::cuda).

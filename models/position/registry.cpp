@@ -52,6 +52,12 @@ std::string test_spec(const EncodingEntry& e) {
   return e.info.test_spec.empty() ? e.schema.name : e.info.test_spec;
 }
 
+std::vector<std::string> test_specs(const EncodingEntry& e) {
+  std::vector<std::string> specs{test_spec(e)};
+  specs.insert(specs.end(), e.info.test_variants.begin(), e.info.test_variants.end());
+  return specs;
+}
+
 std::vector<Schema> encoding_schemas() {
   std::vector<Schema> s;
   for (const auto& e : encodings()) s.push_back(e.schema);
