@@ -1,8 +1,9 @@
 // Decoding on the CUDA engine: the decoding ops of kernels/cuda/decode.cu (and rope's position
 // offset) against the CPU reference in double, on shapes with B·H > 1 and T not a multiple of the
-// kernels' 8 warps; then, for every registered encoding, the CUDA decoder's logits at every
-// position against the double CPU model's parallel forward and against the CUDA parallel forward;
-// and `eval --decode --device cuda` against `eval --device cuda`.
+// kernels' 8 warps, decode_attention also on long caches that it splits into several key slices
+// (the last one shorter), twice for the same bits; then, for every registered encoding, the CUDA
+// decoder's logits at every position against the double CPU model's parallel forward and against
+// the CUDA parallel forward; and `eval --decode --device cuda` against `eval --device cuda`.
 //
 // Tolerances (tests/README.md): ops at the fp32 forward policy, relative RMS ≤ 1e-5 and
 // elementwise |got − want| ≤ 1e-5·(|want| + RMS(want)), kv_append exact, rope 1e-6 like the
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,11 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1, 8, 4, 1}, {2, 3, 32, 40, 37}, {3, 2, 64, 300, 300}, {2, 2, 50, 9, 8},
                          {1, 4, 128, 129, 129}};
+// decode_attention's key splits (decode.cu, split_keys), S slices of L keys: 6 × 251 (last 246),
+// 12 × 250 (last 249, cache not full), 9 × 334 (last 329), 3 × 705 (L0 clamped to the largest
+// slice, last 703). kShapes' T = 300 at B·H = 6 is 2 × 150; the others are one slice.
+const Shape kSplitShapes[] = {{1, 2, 16, 1501, 1501}, {2, 3, 24, 3100, 2999}, {4, 8, 8, 3001, 3001},
+                              {32, 4, 8, 2200, 2113}};
 
 std::string name(const Shape& s) {
   return fmt::format(" B={} H={} D={} Tmax={} T={}", s.B, s.H, s.D, s.Tmax, s.T);
@@ -85,7 +92,9 @@ TEST_CASE("cuda kv_append and decode_gate write the new token's row", "[cuda][de
 }
 
 TEST_CASE("cuda decode_attention matches the reference with and without gate and bias", "[cuda][decode]") {
-  for (const Shape& s : kShapes)
+  std::vector<Shape> shapes(std::begin(kShapes), std::end(kShapes));
+  shapes.insert(shapes.end(), std::begin(kSplitShapes), std::end(kSplitShapes));
+  for (const Shape& s : shapes)
     for (const bool gate : {false, true})
       for (const bool bias : {false, true}) {
         const DecodeArgs a = args(s);
@@ -97,9 +106,16 @@ TEST_CASE("cuda decode_attention matches the reference with and without gate and
         decode_attention(o.data(), q.data(), kc.data(), vc.data(), gate ? G.data() : nullptr, a,
                          bias ? table.data() : nullptr, stride);
         DBuf go = poisoned(row), gq = dev(q), gkc = dev(kc), gvc = dev(vc), gG = dev(G), gb = dev(table);
-        cuda::decode_attention(go.data(), gq.data(), gkc.data(), gvc.data(), gate ? gG.data() : nullptr, a,
-                               bias ? gb.data() : nullptr, stride);
-        check_fwd(fmt::format("decode_attention gate={} bias={}{}", gate, bias, name(s)), host(go), o);
+        auto run = [&] {
+          cuda::decode_attention(go.data(), gq.data(), gkc.data(), gvc.data(), gate ? gG.data() : nullptr, a,
+                                 bias ? gb.data() : nullptr, stride);
+          return host(go);
+        };
+        const FVec got = run();
+        const std::string what = fmt::format("decode_attention gate={} bias={}{}", gate, bias, name(s));
+        check_fwd(what, got, o);
+        INFO(what);
+        CHECK(run() == got);  // deterministic: the partials are combined in a fixed order
       }
 }
 

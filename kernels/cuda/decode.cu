@@ -1,9 +1,13 @@
 // Decoding ops (kernels/ops.h, "Decoding"): one token per sequence against the KV cache
-// (B, H, Tmax, D). The attention ops run one block per (b, h) in three phases over the T cached
-// tokens: a warp per key computes its logit (lanes over D, warp_sum) into scratch (B·H, T); the
-// weights are formed from the logits (softmax, or the stick-breaking scan); each warp sums
-// w_j v_j over its keys into a shared row (kWarps, D), and the rows are added in a fixed order
-// (deterministic, no atomics). The key update runs a warp per cached key; the rest is elementwise.
+// (B, H, Tmax, D). decode_attention splits the T cached keys into S contiguous slices of L keys
+// (flash-decoding; S = 1 for short T): a block per (b, h, slice) computes a warp per key's logit
+// (lanes over D, warp_sum) into shared memory, the slice's max m_s, sum l_s = Σ exp(s_j − m_s) and
+// acc_s = Σ exp(s_j − m_s) v_j (each warp sums its keys into a shared row, the rows added in a
+// fixed order), and writes (m_s, l_s, acc_s) to scratch; a block per (b, h) then combines the S
+// partials in slice order (deterministic, no atomics). decode_stick_breaking is a suffix scan and
+// is not split: one block per (b, h) walks all T keys in the same three phases, the weights from
+// per-thread chunks of the softplus suffix sum. The key update runs a warp per cached key; the
+// rest is elementwise.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -65,38 +69,72 @@ __device__ void weighted_sum(float* o, const float* w, const float* V, int T, in
   }
 }
 
-// One block per bh. s_j = scale·q·k_j + (G_t − G_j) + b_h(t − j),  o = Σ_j softmax_j(s) v_j.
-// s: global scratch (B·H, T); shared: q (D), acc (kWarps, D), red[32].
-__global__ void decode_attention_kernel(float* o, const float* q, const float* kc, const float* vc,
-                                        const float* G, const float* bias, int bias_stride, float* s_all,
-                                        int H, int D, int Tmax, int T, float scale) {
+// Block (bh, s) takes keys j0 ≤ j < j1, j0 = s·L, j1 = min(T, j0 + L) (n = j1 − j0 ≤ kMaxSlice):
+//   s_j = scale·q·k_j + (G_t − G_j) + b_h(t − j),  m_s = max_j s_j,  e_j = exp(s_j − m_s),
+//   l_s = Σ_j e_j,  acc_s = Σ_j e_j v_j.
+// One slice (gridDim.y = 1): o = acc_s / l_s; else part[bh, s] = (m_s, l_s, acc_s), part (B·H, S, D + 2).
+// Shared: q (D), acc (kWarps, D), e (L); red[32].
+__global__ void decode_attention_split_kernel(float* o, float* part, const float* q, const float* kc,
+                                              const float* vc, const float* G, const float* bias,
+                                              int bias_stride, int H, int D, int Tmax, int T, int L,
+                                              float scale) {
   extern __shared__ float smem[];
-  float* qs = smem;              // (D)
-  float* acc = smem + D;         // (kWarps, D)
+  float* qs = smem;             // (D)
+  float* acc = smem + D;        // (kWarps, D)
+  float* e = acc + kWarps * D;  // (L) the slice's s_j, then e_j
   __shared__ float red[32];
   const int bh = blockIdx.x, h = bh % H, t = T - 1, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const float* K = kc + int64_t(bh) * Tmax * D;  // (Tmax, D)
+  const int j0 = blockIdx.y * L, n = min(T, j0 + L) - j0;
+  const float* K = kc + (int64_t(bh) * Tmax + j0) * D;    // (n, D) the slice's keys
   const float* g = G ? G + int64_t(bh) * Tmax : nullptr;  // (Tmax)
-  float* s = s_all + int64_t(bh) * T;            // (T)
   for (int d = threadIdx.x; d < D; d += kThreads) qs[d] = q[int64_t(bh) * D + d];
   __syncthreads();
   float m = -INFINITY;
-  for (int j = warp; j < T; j += kWarps) {
-    float sj = scale * warp_dot(qs, K + int64_t(j) * D, D);  // scale·q·k_j
-    if (g) sj += g[t] - g[j];                                // + G_t − G_j
+  for (int i = warp; i < n; i += kWarps) {
+    const int j = j0 + i;
+    float sj = scale * warp_dot(qs, K + int64_t(i) * D, D);   // scale·q·k_j
+    if (g) sj += g[t] - g[j];                                  // + G_t − G_j
     if (bias) sj += bias[int64_t(h) * bias_stride + (t - j)];  // + b_h(t − j)
-    if (lane == 0) s[j] = sj;
+    if (lane == 0) e[i] = sj;
     m = fmaxf(m, sj);
   }
-  m = block_max(m, red);  // max_j s_j (also makes s visible to the block)
+  m = block_max(m, red);  // m_s = max_j s_j (also makes e visible to the block)
   float l = 0.f;
-  for (int j = threadIdx.x; j < T; j += kThreads) {
-    const float e = expf(s[j] - m);  // e_j = exp(s_j − max s)
-    s[j] = e;
-    l += e;
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float ei = expf(e[i] - m);  // e_j = exp(s_j − m_s)
+    e[i] = ei;
+    l += ei;
   }
-  l = block_sum(l, red);  // Σ_j e_j
-  weighted_sum(o + int64_t(bh) * D, s, vc + int64_t(bh) * Tmax * D, T, D, 1.f / l, acc);
+  l = block_sum(l, red);  // l_s = Σ_j e_j
+  const float* V = vc + (int64_t(bh) * Tmax + j0) * D;  // (n, D) the slice's values
+  if (gridDim.y == 1) {
+    weighted_sum(o + int64_t(bh) * D, e, V, n, D, 1.f / l, acc);  // o = acc_s / l_s
+    return;
+  }
+  float* p = part + (int64_t(bh) * gridDim.y + blockIdx.y) * (D + 2);  // (D + 2): m_s, l_s, acc_s
+  if (threadIdx.x == 0) {
+    p[0] = m;
+    p[1] = l;
+  }
+  weighted_sum(p + 2, e, V, n, D, 1.f, acc);  // acc_s = Σ_j e_j v_j
+}
+
+// One block per bh, over the partials part[bh] (S, D + 2) in slice order s = 0 .. S − 1:
+//   m = max_s m_s,  l = Σ_s l_s e^{m_s − m},  o[d] = Σ_s acc_s[d] e^{m_s − m} / l.
+// Every thread forms m and l itself (the same operations in the same order, so the same bits).
+__global__ void decode_attention_combine_kernel(float* o, const float* part, int S, int D) {
+  const int bh = blockIdx.x, W = D + 2;
+  const float* p = part + int64_t(bh) * S * W;  // (S, D + 2)
+  float m = -INFINITY;
+  for (int s = 0; s < S; ++s) m = fmaxf(m, p[s * W]);  // m = max_s m_s
+  float l = 0.f;
+  for (int s = 0; s < S; ++s) l += p[s * W + 1] * expf(p[s * W] - m);  // l = Σ_s l_s e^{m_s − m}
+  const float inv = 1.f / l;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.f;
+    for (int s = 0; s < S; ++s) sum += p[s * W + 2 + d] * expf(p[s * W] - m);  // Σ_s acc_s[d] e^{m_s−m}
+    o[int64_t(bh) * D + d] = sum * inv;
+  }
 }
 
 // k_j ← k_j − β (w·k_j) w for the rows r = bh·t + j (j < t) of the cache, a warp per row.
@@ -179,12 +217,27 @@ __global__ void short_conv_step_kernel(float* y, float* state, const float* u, c
   }
 }
 
-// Dynamic shared memory of the attention kernels: q (D) and acc (kWarps, D).
+// Dynamic shared memory of the attention kernels: q (D), acc (kWarps, D) and `extra` floats.
 template <class Kernel>
-int attention_smem(Kernel kernel, int D) {
-  const int bytes = int(sizeof(float)) * D * (1 + kWarps);
+int attention_smem(Kernel kernel, int D, int extra = 0) {
+  const int bytes = int(sizeof(float)) * (D * (1 + kWarps) + extra);
   if (bytes > 48 * 1024) set_smem(kernel, bytes);
   return bytes;
+}
+
+// The key slices of decode_attention: S slices of L keys (the last may be shorter, none empty).
+// L0 = B·H·T / kTargetBlocks clamped to [kMinSlice, kMaxSlice], S = ⌈T / L0⌉, L = ⌈T / S⌉: about
+// kTargetBlocks blocks (two waves of an H200's 132 SMs) once B·H·T is large, S = 1 for
+// T ≤ kMinSlice, and a slice's logits fit in shared memory. A function of the shape alone, not of
+// the GPU's SM count.
+constexpr int kMinSlice = 256, kMaxSlice = 1024, kTargetBlocks = 264;
+struct KeySplit {
+  int S, L;
+};
+KeySplit split_keys(int BH, int T) {
+  const int64_t L0 = std::clamp<int64_t>(ceil_div(int64_t(BH) * T, kTargetBlocks), kMinSlice, kMaxSlice);
+  const int S = std::max(1, ceil_div(T, L0));
+  return {S, ceil_div(T, S)};
 }
 
 }  // namespace
@@ -207,10 +260,16 @@ void decode_attention(float* o, const float* q, const float* kc, const float* vc
                       const DecodeArgs& a, const float* bias, int bias_stride) {
   const int BH = a.B * a.H;
   if (BH == 0 || a.D == 0) return;
-  float* s = static_cast<float*>(scratch(sizeof(float) * size_t(BH) * a.T));  // (B·H, T)
-  const int smem = attention_smem(decode_attention_kernel, a.D);
-  decode_attention_kernel<<<BH, kThreads, smem, stream()>>>(o, q, kc, vc, G, bias, bias_stride, s, a.H, a.D,
-                                                            a.Tmax, a.T, float(a.scale));
+  const auto [S, L] = split_keys(BH, a.T);
+  float* part = S > 1 ? static_cast<float*>(scratch(sizeof(float) * size_t(BH) * S * (a.D + 2)))
+                      : nullptr;  // (B·H, S, D + 2)
+  const int smem = attention_smem(decode_attention_split_kernel, a.D, L);
+  decode_attention_split_kernel<<<dim3(BH, S), kThreads, smem, stream()>>>(
+      o, part, q, kc, vc, G, bias, bias_stride, a.H, a.D, a.Tmax, a.T, L, float(a.scale));
+  PB_LAUNCH_CHECK();
+  if (S == 1) return;
+  const int threads = std::min(kThreads, 32 * ceil_div(a.D, 32));
+  decode_attention_combine_kernel<<<BH, threads, 0, stream()>>>(o, part, S, a.D);
   PB_LAUNCH_CHECK();
 }
 
