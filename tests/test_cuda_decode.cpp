@@ -176,38 +176,40 @@ TEST_CASE("every encoding: CUDA decoded logits match the parallel forwards at ev
   const int B = 3, T = 37, V = 11;
   for (const auto& entry : encodings()) {
     if (!entry.info.cuda) continue;
-    for (const int heads : {1, 2}) {  // head dims 64 and 32
-      const ModelConfig cfg{V, 2, 64, heads, 96, test_spec(entry)};
-      INFO(cfg.pe << " heads " << heads);
-      // Weights ×4 plus N(0, 0.3²) noise, as tests/test_decode.cpp, so gates and tables matter.
-      Transformer<Cpu64> cpu(cfg, 7);
-      const Vec noise = randn(cpu.params.params.size(), 8, 0.3);
-      std::vector<float> p(noise.size());
-      for (size_t i = 0; i < p.size(); ++i) p[i] = float(4 * cpu.params.params[i] + noise[i]);
-      for (size_t i = 0; i < p.size(); ++i) cpu.params.params[i] = p[i];
-      Transformer<CudaEngine> gpu(cfg, 7);
-      gpu.params.from_host(p);
-      std::vector<int32_t> tokens(size_t(B) * T), targets(tokens.size(), -1);  // (B, T)
-      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 5 + i / 3) % V);
-      cpu.forward(tokens.data(), targets.data(), B, T);
-      gpu.forward(tokens.data(), targets.data(), B, T);
-      const auto* want = cpu.logits();  // (B, T, V)
-      std::vector<float> par(size_t(B) * T * V), got(size_t(B) * V);
-      CudaEngine::download(par.data(), gpu.logits(), par.size());
-      Decoder<CudaEngine> dec(gpu, B, T);
-      std::vector<int32_t> column(B);
-      for (int t = 0; t < T; ++t) {
-        for (int b = 0; b < B; ++b) column[b] = tokens[size_t(b) * T + t];
-        CudaEngine::download(got.data(), dec.step(column.data()), got.size());
-        Vec ref, par_t;
-        for (int b = 0; b < B; ++b)
-          for (int v = 0; v < V; ++v) {
-            ref.push_back(want[(size_t(b) * T + t) * V + v]);
-            par_t.push_back(par[(size_t(b) * T + t) * V + v]);
-          }
-        INFO("position " << t);
-        CHECK(rel_rms(got, ref) <= kModelTol);
-        CHECK(rel_rms(got, par_t) <= kModelTol);
+    for (const std::string& spec : test_specs(entry)) {
+      for (const int heads : {1, 2}) {  // head dims 64 and 32
+        const ModelConfig cfg{V, 2, 64, heads, 96, spec};
+        INFO(cfg.pe << " heads " << heads);
+        // Weights ×4 plus N(0, 0.3²) noise, as tests/test_decode.cpp, so gates and tables matter.
+        Transformer<Cpu64> cpu(cfg, 7);
+        const Vec noise = randn(cpu.params.params.size(), 8, 0.3);
+        std::vector<float> p(noise.size());
+        for (size_t i = 0; i < p.size(); ++i) p[i] = float(4 * cpu.params.params[i] + noise[i]);
+        for (size_t i = 0; i < p.size(); ++i) cpu.params.params[i] = p[i];
+        Transformer<CudaEngine> gpu(cfg, 7);
+        gpu.params.from_host(p);
+        std::vector<int32_t> tokens(size_t(B) * T), targets(tokens.size(), -1);  // (B, T)
+        for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = int32_t((i * 5 + i / 3) % V);
+        cpu.forward(tokens.data(), targets.data(), B, T);
+        gpu.forward(tokens.data(), targets.data(), B, T);
+        const auto* want = cpu.logits();  // (B, T, V)
+        std::vector<float> par(size_t(B) * T * V), got(size_t(B) * V);
+        CudaEngine::download(par.data(), gpu.logits(), par.size());
+        Decoder<CudaEngine> dec(gpu, B, T);
+        std::vector<int32_t> column(B);
+        for (int t = 0; t < T; ++t) {
+          for (int b = 0; b < B; ++b) column[b] = tokens[size_t(b) * T + t];
+          CudaEngine::download(got.data(), dec.step(column.data()), got.size());
+          Vec ref, par_t;
+          for (int b = 0; b < B; ++b)
+            for (int v = 0; v < V; ++v) {
+              ref.push_back(want[(size_t(b) * T + t) * V + v]);
+              par_t.push_back(par[(size_t(b) * T + t) * V + v]);
+            }
+          INFO("position " << t);
+          CHECK(rel_rms(got, ref) <= kModelTol);
+          CHECK(rel_rms(got, par_t) <= kModelTol);
+        }
       }
     }
   }
