@@ -1,7 +1,8 @@
 // Token-by-token decoding of a Transformer on any engine: B sequences advance together, one token
 // each per step(), up to a maximum length Tmax; each layer keeps its encoding's decoding state
 // (AttnDecoder, position_encoding.h: a KV cache, plus gate sums, PaTH's updated keys and
-// convolution state) in the engine's memory, O(Tmax·d) per sequence. After feeding tokens 0 .. t
+// convolution state; with kv_conv also the state of the k and v convolutions) in the engine's
+// memory, O(Tmax·d) per sequence. After feeding tokens 0 .. t
 // the logits are those of the parallel forward at position t.
 #pragma once
 #include <cstdint>
@@ -34,6 +35,7 @@ class Decoder {
   typename E::template Buffer<S> x_, h_, x_mid_, rstd_;  // (B, C), (B, C), (B, C), (B)
   typename E::template Buffer<S> q_, k_, v_, att_;       // (B, H·D)
   typename E::template Buffer<S> ab_, hh_, logits_;      // (B, 2F), (B, F), (B, V)
+  typename E::template Buffer<S> kv_in_, conv_state_;    // kv_conv: (B, H·D); (layers, 2, B, 2, H·D)
 };
 
 }  // namespace pb

@@ -22,6 +22,10 @@ Transformer<E>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
     l.wk = params.add(p, {"wk", {C, HD}});
     l.wv = params.add(p, {"wv", {C, HD}});
     l.wo = params.add(p, {"wo", {HD, C}});
+    if (cfg.kv_conv) {  // a[k] multiplies the token k steps back, as PaTH's w_conv
+      l.k_conv = params.add(p, {"k_conv", {kShortConvWidth, HD}, Init::Normal, false});
+      l.v_conv = params.add(p, {"v_conv", {kShortConvWidth, HD}, Init::Normal, false});
+    }
     l.mlp_norm = params.add(p, {"mlp_norm", {C}, Init::Ones, false});
     l.w_up = params.add(p, {"w_up", {C, 2 * F}});   // [gate | up] halves for SwiGLU
     l.w_down = params.add(p, {"w_down", {F, C}});
@@ -44,6 +48,8 @@ void Transformer<E>::resize(int B, int T) {
   for (auto& l : layers_) {
     for (auto* b : {&l.x, &l.h1, &l.x_mid, &l.h2}) b->resize(N * C);
     for (auto* b : {&l.q, &l.k, &l.v, &l.att}) b->resize(N * HD);
+    if (cfg_.kv_conv)
+      for (auto* b : {&l.k_in, &l.v_in}) b->resize(N * HD);
     l.ab.resize(N * 2 * F);
     l.hh.resize(N * F);
     l.rstd1.resize(N);
@@ -51,6 +57,8 @@ void Transformer<E>::resize(int B, int T) {
   }
   for (auto* b : {&x_final_, &hf_, &dx_, &dh_}) b->resize(N * C);
   for (auto* b : {&dbuf_, &dq_, &dk_, &dv_}) b->resize(N * HD);
+  if (cfg_.kv_conv)
+    for (auto* b : {&dk_in_, &dv_in_}) b->resize(N * HD);
   dab_.resize(N * 2 * F);
   dhh_.resize(N * F);
   rstd_f_.resize(N);
@@ -119,8 +127,15 @@ void Transformer<E>::run_forward() {
     S* out = i + 1 < layers_.size() ? layers_[i + 1].x.data() : x_final_.data();
     E::rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps);
     E::matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD);  // q = h1 Wq
-    E::matmul_forward(l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
-    E::matmul_forward(l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
+    if (cfg_.kv_conv) {
+      E::matmul_forward(l.k_in.data(), l.h1.data(), P + l.wk, N, C, HD);
+      E::matmul_forward(l.v_in.data(), l.h1.data(), P + l.wv, N, C, HD);
+      E::short_conv_forward(l.k.data(), l.k_in.data(), P + l.k_conv, B, T, HD);  // k = SiLU(conv3(h1 Wk))
+      E::short_conv_forward(l.v.data(), l.v_in.data(), P + l.v_conv, B, T, HD);  // v likewise
+    } else {
+      E::matmul_forward(l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
+      E::matmul_forward(l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
+    }
     l.pe->forward(l.att.data(), attn_inputs(l, pe_params));     // att = attention(q, k, v)
     E::copy(l.x_mid.data(), l.x.data(), l.x.size());
     E::matmul_forward(l.x_mid.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Accumulate);  // x_mid = x + att Wo
@@ -138,7 +153,7 @@ void Transformer<E>::run_forward() {
 
 template <class E>
 void Transformer<E>::backward() {
-  const int N = B_ * T_, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
+  const int B = B_, T = T_, N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* G = params.grads.data();
   E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), N, V, scale_.data());
@@ -163,8 +178,15 @@ void Transformer<E>::backward() {
     const AttnGrads<S> g{l.att.data(), dbuf_.data(), dh_.data(), dq_.data(), dk_.data(), dv_.data(), pe_grads};
     l.pe->backward(g, attn_inputs(l, pe_params));
     E::matmul_backward(dh_.data(), G + l.wq, dq_.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Accumulate);
-    E::matmul_backward(dh_.data(), G + l.wk, dk_.data(), l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate);
-    E::matmul_backward(dh_.data(), G + l.wv, dv_.data(), l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate);
+    const S* dk = dk_.data();  // ∂L/∂(h1 Wk), through the conv with kv_conv; dv likewise
+    const S* dv = dv_.data();
+    if (cfg_.kv_conv) {
+      E::short_conv_backward(dk_in_.data(), G + l.k_conv, dk_.data(), l.k_in.data(), P + l.k_conv, B, T, HD);
+      E::short_conv_backward(dv_in_.data(), G + l.v_conv, dv_.data(), l.v_in.data(), P + l.v_conv, B, T, HD);
+      dk = dk_in_.data(), dv = dv_in_.data();
+    }
+    E::matmul_backward(dh_.data(), G + l.wk, dk, l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate);
+    E::matmul_backward(dh_.data(), G + l.wv, dv, l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate);
     E::rmsnorm_backward(dx_.data(), G + l.attn_norm, dh_.data(), l.x.data(), l.rstd1.data(),
                      P + l.attn_norm, N, C, GradMode::Accumulate);  // dx = ∂L/∂x
   }

@@ -1,6 +1,8 @@
 // A small decoder-only transformer, written out by hand (llm.c style): token embedding → L blocks of
 // [RMSNorm → attention with a position encoding → residual; RMSNorm → SwiGLU MLP → residual] →
-// RMSNorm → untied LM head → cross-entropy over the positions that have a target.
+// RMSNorm → untied LM head → cross-entropy over the positions that have a target. With kv_conv,
+// k and v pass through PaTH's short convolution (causal depthwise, width 3, then SiLU), each with
+// its own filter: the ablation that gives every encoding what PaTH has for w.
 // Templated on the engine (models/engine.h): Cpu32 for CPU training, Cpu64 for gradient checks,
 // CudaEngine on the GPU. A training step is set_batch() then run_forward() and backward(), which
 // only enqueue engine ops (on the GPU: capturable in a CUDA graph); forward() does all three
@@ -29,6 +31,7 @@ struct ModelConfig {
   int heads = 2;
   int ffn = 256;          // SwiGLU hidden width F
   std::string pe = kDefaultEncoding;
+  bool kv_conv = false;   // k = SiLU(conv3(h1 Wk)), v likewise
 };
 
 template <class E>
@@ -73,9 +76,11 @@ class Transformer {
   friend class Decoder<E>;
   struct Layer {
     int64_t attn_norm, wq, wk, wv, wo, mlp_norm, w_up, w_down;  // offsets into params
+    int64_t k_conv = -1, v_conv = -1;                           // (3, H·D) filters, with kv_conv
     std::vector<int64_t> pe_params;                             // offsets, in the encoding's order
     std::unique_ptr<PositionEncoding<E>> pe;
     Buf<S> x, h1, q, k, v, att, x_mid, h2, ab, hh;               // saved activations, see .cpp
+    Buf<S> k_in, v_in;                                          // h1 Wk, h1 Wv before the conv
     Buf<S> rstd1, rstd2;                                        // (B·T)
   };
   void resize(int B, int T);
@@ -90,6 +95,7 @@ class Transformer {
   Buf<S> loss_, scale_;                     // (1): mean loss, 1 / number of targets
   Buf<S> x_final_, hf_, rstd_f_, logits_, loss_rows_;
   Buf<S> dx_, dh_, dbuf_, dq_, dk_, dv_, dlogits_, dab_, dhh_;  // backward scratch
+  Buf<S> dk_in_, dv_in_;                                        // (B·T, H·D), with kv_conv
   std::vector<int32_t> host_argmax_;  // host copies for predictions() / row_losses()
   std::vector<S> host_loss_rows_;
 };

@@ -32,14 +32,14 @@ const std::vector<std::string> kRunColumns = {
     "sweep", "run_id", "status", "error", "task", "task_name", "pe", "pe_name", "layers", "d_model",
     "heads", "mlp_ratio", "lr", "steps", "batch", "warmup", "weight_decay", "grad_clip", "seed", "eval_n",
     "data", "device", "final_loss", "wall_s", "commit", "gpu_name", "precision", "eval_every", "eval_every_n",
-    "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes", "eval_lens", "init_from", "steps_trained", "stop",
-    "stopped_at_step", "eval_s"};
+    "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes", "eval_lens", "init_from", "kv_conv",
+    "steps_trained", "stop", "stopped_at_step", "eval_s"};
 const std::vector<std::string> kEvalColumns = {
     "sweep", "run_id", "status", "train_task", "task", "task_name", "len", "pe", "pe_name", "layers",
     "d_model", "heads", "lr", "steps", "batch", "seed", "split", "step", "n", "n_seqs", "acc", "seq_acc",
     "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
     "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes",
-    "eval_lens", "init_from", "stop"};
+    "eval_lens", "init_from", "kv_conv", "stop"};
 
 // Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h):
 // one row per evaluation, `bins` = "wrong:scored:sequences ..." (space-separated).
@@ -48,7 +48,8 @@ const std::vector<std::string> kSeqColumns = {"sweep", "run_id", "task", "split"
 // Train options past the core columns: in runs.csv, evals.csv and history.csv (empty for runs
 // written before the option existed).
 const char* const kOptionKeys[] = {"precision", "eval_every",  "eval_every_n", "eval_batch", "stop_at",
-                                   "patience",  "patience_on", "eval_sizes",   "eval_lens", "init_from"};
+                                   "patience",  "patience_on", "eval_sizes",   "eval_lens", "init_from",
+                                   "kv_conv"};
 
 using Row = std::map<std::string, std::string>;
 

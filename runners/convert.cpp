@@ -37,6 +37,7 @@ void check_init_dims(const InitSource& src, const TrainConfig& cfg, const std::s
   differ("d_model", src.config.d_model, cfg.d_model);
   differ("heads", src.config.heads, cfg.heads);
   differ("mlp_ratio", src.config.mlp_ratio, cfg.mlp_ratio);
+  differ("kv_conv", src.config.kv_conv, cfg.kv_conv);
 }
 
 Conversion convert_weights(const TrainConfig& cfg, const InitSource& src, const std::string& what) {

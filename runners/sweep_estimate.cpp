@@ -20,8 +20,8 @@ namespace {
 constexpr int kWarmupSteps = 5, kMeasureSteps = 20;
 
 std::string shape_of(const TrainConfig& c) {
-  return fmt::format("{} {} L{} d{} H{} mlp{} B{} {} {}", c.task, c.pe, c.layers, c.d_model, c.heads, c.mlp_ratio,
-                     c.batch, c.precision, c.device);
+  return fmt::format("{} {} L{} d{} H{} mlp{} B{} {} {}{}", c.task, c.pe, c.layers, c.d_model, c.heads, c.mlp_ratio,
+                     c.batch, c.precision, c.device, c.kv_conv ? " kv_conv" : "");
 }
 
 struct Rate {

@@ -38,6 +38,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   cmd.add_option("--d-model", c.d_model, "model width")->capture_default_str();
   cmd.add_option("--heads", c.heads, "attention heads (head dim = d_model / heads)")->capture_default_str();
   cmd.add_option("--mlp-ratio", c.mlp_ratio, "SwiGLU hidden width / d_model")->capture_default_str();
+  cmd.add_option("--kv-conv", c.kv_conv, "1: k and v through PaTH's short convolution (conv3 + SiLU), 0: not")
+      ->capture_default_str();
   cmd.add_option("--steps", c.steps, "optimizer steps")->capture_default_str();
   cmd.add_option("--batch", c.batch, "sequences per step")->capture_default_str();
   cmd.add_option("--lr", c.lr, "peak learning rate (AdamW)")->capture_default_str();
@@ -299,6 +301,7 @@ void resolve(TrainConfig& c) {
   if (c.heads < 1 || c.d_model < 1 || c.d_model % c.heads)
     fail("--d-model ({}) must be a positive multiple of --heads ({})", c.d_model, c.heads);
   if (c.d_model > kMaxDModel) fail("--d-model must be <= {}, got {}", kMaxDModel, c.d_model);
+  if (c.kv_conv != 0 && c.kv_conv != 1) fail("--kv-conv must be 0 or 1, got {}", c.kv_conv);
   if (!(c.mlp_ratio > 0) || !(c.mlp_ratio * c.d_model <= kMaxHidden))
     fail("--mlp-ratio must be > 0 with mlp-ratio × d-model <= {}, got {}", kMaxHidden, c.mlp_ratio);
   // The encoding's own checks: its parameters (its constructor) and the layer shape (params()).
@@ -342,7 +345,7 @@ namespace {
 const std::map<std::string, nlohmann::json> kLaterDefaults = {
     {"precision", "fp32"}, {"eval_every_n", 0},  {"stop_at", ""},
     {"patience", 0},       {"patience_on", ""},  {"eval_sizes", ""},
-    {"eval_lens", ""},     {"init_from_xxh3", ""}};
+    {"eval_lens", ""},     {"init_from_xxh3", ""}, {"kv_conv", 0}};
 
 nlohmann::json all_semantic_json(const TrainConfig& c) {
   return {{"task", c.task},           {"pe", c.pe},
@@ -356,7 +359,8 @@ nlohmann::json all_semantic_json(const TrainConfig& c) {
           {"precision", c.precision}, {"eval_every_n", c.eval_every_n},
           {"stop_at", c.stop_at},     {"patience", c.patience},
           {"patience_on", c.patience_on}, {"eval_sizes", c.eval_sizes},
-          {"eval_lens", c.eval_lens}, {"init_from_xxh3", c.init_from_xxh3}};
+          {"eval_lens", c.eval_lens}, {"init_from_xxh3", c.init_from_xxh3},
+          {"kv_conv", c.kv_conv}};
 }
 
 }  // namespace
@@ -415,7 +419,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
   // A JSON number that is not an integer would be converted to int unchecked (undefined behaviour
   // when out of range).
   for (const char* k : {"layers", "d_model", "heads", "steps", "batch", "warmup", "seed", "eval_every", "eval_n",
-                        "eval_every_n", "patience"})
+                        "eval_every_n", "patience", "kv_conv"})
     if (j.contains(k) && !j[k].is_number_integer()) fail("'{}': '{}' must be an integer", path, k);
   try {
     c.task = j.at("task"), c.pe = j.at("pe"), c.layers = j.at("layers"), c.d_model = j.at("d_model");
@@ -425,7 +429,7 @@ TrainConfig config_from_json(const nlohmann::json& j, const std::string& path) {
     c.eval_n = j.at("eval_n"), c.data = j.at("data");
     c.eval_every_n = j.value("eval_every_n", 0), c.stop_at = j.value("stop_at", ""), c.patience = j.value("patience", 0);
     c.eval_sizes = j.value("eval_sizes", ""), c.patience_on = j.value("patience_on", "");
-    c.eval_lens = j.value("eval_lens", "");
+    c.eval_lens = j.value("eval_lens", ""), c.kv_conv = j.value("kv_conv", 0);
     c.init_from = j.value("init_from", ""), c.init_from_xxh3 = j.value("init_from_xxh3", "");
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not a pathbench run config: {}", path, e.what());

@@ -30,6 +30,7 @@ struct TrainConfig {
   int d_model = 64;
   int heads = 2;
   double mlp_ratio = 4.0;
+  int kv_conv = 0;           // 1: k and v through a short convolution (ModelConfig::kv_conv), an ablation
   int steps = 1000;
   int batch = 16;
   double lr = 1e-3;

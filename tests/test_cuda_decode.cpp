@@ -177,8 +177,8 @@ TEST_CASE("every encoding: CUDA decoded logits match the parallel forwards at ev
   for (const auto& entry : encodings()) {
     if (!entry.info.cuda) continue;
     for (const std::string& spec : test_specs(entry)) {
-      for (const int heads : {1, 2}) {  // head dims 64 and 32
-        const ModelConfig cfg{V, 2, 64, heads, 96, spec};
+      for (const int heads : {1, 2}) {  // head dims 64 and 32; k and v convolved at 1 head
+        const ModelConfig cfg{V, 2, 64, heads, 96, spec, heads == 1};
         INFO(cfg.pe << " heads " << heads);
         // Weights ×4 plus N(0, 0.3²) noise, as tests/test_decode.cpp, so gates and tables matter.
         Transformer<Cpu64> cpu(cfg, 7);

@@ -46,8 +46,8 @@ TEST_CASE("every encoding: CUDA model loss and gradients match the CPU model", "
   for (const auto& entry : encodings()) {
     if (!entry.info.cuda) continue;  // CPU only: the CUDA engine refuses it
     for (const std::string& spec : test_specs(entry)) {
-      for (const int heads : {1, 2}) {  // head dims 64 and 32
-        const ModelConfig cfg{V, 2, 64, heads, 96, spec};
+      for (const int heads : {1, 2}) {  // head dims 64 and 32; k and v convolved at 1 head
+        const ModelConfig cfg{V, 2, 64, heads, 96, spec, heads == 1};
         INFO(cfg.pe << " heads " << heads);
         Transformer<Cpu32> cpu(cfg, 7);
         Transformer<CudaEngine> gpu(cfg, 7);

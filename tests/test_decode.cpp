@@ -75,8 +75,9 @@ TEST_CASE("every position encoding: decoded logits equal the parallel forward's 
   for (const auto& entry : encodings())
     for (const std::string& spec : test_specs(entry))
       for (const int layers : {1, 2}) {
-        DYNAMIC_SECTION(spec << " layers=" << layers) {
-          auto model = random_model<Cpu64>({11, layers, 24, 3, 32, spec});
+        const bool kv_conv = layers == 2;  // the k and v convolutions' state, with two layers
+        DYNAMIC_SECTION(spec << " layers=" << layers << " kv_conv=" << kv_conv) {
+          auto model = random_model<Cpu64>({11, layers, 24, 3, 32, spec, kv_conv});
           CHECK(decode_error(model, 3, 21) <= 1e-9);
           CHECK(decode_error(model, 1, 1) <= 1e-9);
         }

@@ -100,29 +100,30 @@ TEST_CASE("every position encoding: gradients match finite differences", "[model
 
 TEST_CASE("whole model: gradients of the loss match finite differences", "[model][gradcheck]") {
   for (const auto& entry : encodings())
-    for (const std::string& spec : test_specs(entry)) {
-      DYNAMIC_SECTION(spec) {
-        Transformer<Cpu64> model({7, 2, 16, 2, 24, spec}, 3);
-        auto& P = model.params;
-        for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
-        const int B = 2, T = 7;
-        std::vector<int32_t> tokens(B * T), targets(B * T);
-        for (int i = 0; i < B * T; ++i) tokens[i] = (i * 5 + 3) % 7, targets[i] = i % 4 == 1 ? -1 : (i * 3) % 7;
-        std::fill(P.grads.begin(), P.grads.end(), 0.0);
-        model.forward(tokens.data(), targets.data(), B, T);
-        model.backward();
-        for (const auto& e : P.entries) {
-          std::vector<double> x(P.params.begin() + e.offset, P.params.begin() + e.offset + e.size);
-          const std::vector<double> g(P.grads.begin() + e.offset, P.grads.begin() + e.offset + e.size);
-          auto loss = [&] {
+    for (const std::string& spec : test_specs(entry))
+      for (const bool kv_conv : {false, true}) {
+        DYNAMIC_SECTION(spec << " kv_conv=" << kv_conv) {
+          Transformer<Cpu64> model({7, 2, 16, 2, 24, spec, kv_conv}, 3);
+          auto& P = model.params;
+          for (auto& p : P.params) p *= 4;  // O(0.1) weights: a loss surface with real curvature
+          const int B = 2, T = 7;
+          std::vector<int32_t> tokens(B * T), targets(B * T);
+          for (int i = 0; i < B * T; ++i) tokens[i] = (i * 5 + 3) % 7, targets[i] = i % 4 == 1 ? -1 : (i * 3) % 7;
+          std::fill(P.grads.begin(), P.grads.end(), 0.0);
+          model.forward(tokens.data(), targets.data(), B, T);
+          model.backward();
+          for (const auto& e : P.entries) {
+            std::vector<double> x(P.params.begin() + e.offset, P.params.begin() + e.offset + e.size);
+            const std::vector<double> g(P.grads.begin() + e.offset, P.grads.begin() + e.offset + e.size);
+            auto loss = [&] {
+              std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+              return model.forward(tokens.data(), targets.data(), B, T);
+            };
+            check_gradient(spec + " " + e.spec.name, x, g, loss, 1e-5, 40, 1e-5, true);
             std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
-            return model.forward(tokens.data(), targets.data(), B, T);
-          };
-          check_gradient(spec + " " + e.spec.name, x, g, loss, 1e-5, 40, 1e-5, true);
-          std::copy(x.begin(), x.end(), P.params.begin() + e.offset);
+          }
         }
       }
-    }
 }
 
 // The ablation keys of path / path_fox (models/position/path.h) came after published runs: at

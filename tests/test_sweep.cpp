@@ -78,6 +78,12 @@ TEST_CASE("sweep: run ids through train's options are stable, built-in sweeps re
   // The same config spelled differently (defaults, number spelling, order) has the same id.
   CHECK(pb::run_id_of({"--steps", "20", "--d-model", "16", "--task", "flipflop:p_ignore=0.80,len=8", "--lr", "1e-3"}) ==
         pb::run_id_of(s.runs[0].args));
+  // Options added later (kv_conv) change the id only when set.
+  CHECK(pb::run_id_of({"--task", "flipflop:len=8", "--d-model", "16", "--steps", "20", "--kv-conv", "0"}) ==
+        pb::run_id_of(s.runs[0].args));
+  CHECK(pb::run_id_of({"--task", "flipflop:len=8", "--d-model", "16", "--steps", "20", "--kv-conv", "1"}) !=
+        pb::run_id_of(s.runs[0].args));
+  CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--kv-conv", "2"}), Contains("--kv-conv must be 0 or 1"));
   CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--pe", "bogus"}), Contains("unknown position encoding 'bogus'"));
   CHECK_THROWS_WITH(pb::run_id_of({"--task", "flipflop", "--layers", "x"}), Contains("--layers"));
   for (const auto& e : fs::recursive_directory_iterator(fs::path(PATHBENCH_SOURCE_DIR) / "sweeps")) {

@@ -1,6 +1,7 @@
 """A plain reference of pathbench's model (models/transformer.cpp, models/position/), numpy float64.
 
-    x = E[tokens];  per layer:  h1 = rmsnorm(x) ⊙ g_attn,  q, k, v = h1 Wq, h1 Wk, h1 Wv,
+    x = E[tokens];  per layer:  h1 = rmsnorm(x) ⊙ g_attn,  q, k, v = h1 Wq, h1 Wk, h1 Wv
+        (with kv_conv: k, v = short_conv(h1 Wk; k_conv), short_conv(h1 Wv; v_conv)),
         x = x + attention_pe(q, k, v; h1) Wo,  h2 = rmsnorm(x) ⊙ g_mlp,  [a | b] = h2 W_up,
         x = x + (silu(a) ⊙ b) W_down;   logits = (rmsnorm(x) ⊙ g_final) W_head
     rmsnorm(x) = x / sqrt(mean(x²) + 1e-6);  vectors are rows, so y = x W with W (in, out).
@@ -17,8 +18,9 @@ NORM_EPS = 1e-6  # RMSNorm, inside the sqrt
 L2_EPS = 1e-6    # PaTH's L2 normalisation of w, inside the sqrt
 CONV_WIDTH = 3   # PaTH's causal depthwise convolution
 ENCODINGS = ("nope", "rope", "alibi", "sba", "fox", "path", "path_fox")
-_DEFAULTS = {"rope": {"base": 10000.0}, "path": {"w_rank": 32, "beta_clip": 0.0},
-             "path_fox": {"w_rank": 32, "beta_clip": 0.0}}
+_PATH = {"w_rank": 32, "beta_clip": 0.0, "conv": 1, "beta_max": 2.0}
+_DEFAULTS = {"rope": {"base": 10000.0}, "path": _PATH, "path_fox": {**_PATH, "gate_scale": 0}}
+_INT_KEYS = ("w_rank", "block", "conv", "gate_scale")
 
 
 class NumpyOps:
@@ -60,7 +62,7 @@ def parse_pe(spec):
     keys = dict(_DEFAULTS.get(name, {}))
     for item in filter(None, rest.split(",")):
         key, value = item.split("=")
-        keys[key] = int(value) if key in ("w_rank", "block") else float(value)
+        keys[key] = int(value) if key in _INT_KEYS else float(value)
     return name, keys
 
 
@@ -72,11 +74,12 @@ def param_shapes(config, vocab):
     own = {"fox": {"w_f": (C, H), "b_f": (H,)}}
     if pe in ("path", "path_fox"):
         r = keys["w_rank"]
-        own[pe] = {"w_down": (C, r), "w_up": (r, HD), "w_conv": (CONV_WIDTH, HD),
+        own[pe] = {"w_down": (C, r), "w_up": (r, HD), **({"w_conv": (CONV_WIDTH, HD)} if keys["conv"] else {}),
                    "w_beta": (C, H), "b_beta": (H,), **(own["fox"] if pe == "path_fox" else {})}
     shapes = {"embed": (vocab, C), "final_norm": (C,), "head": (C, vocab)}
     for i in range(L):
         layer = {"attn_norm": (C,), "wq": (C, HD), "wk": (C, HD), "wv": (C, HD), "wo": (HD, C),
+                 **({"k_conv": (CONV_WIDTH, HD), "v_conv": (CONV_WIDTH, HD)} if config.get("kv_conv") else {}),
                  "mlp_norm": (C,), "w_up": (C, 2 * F), "w_down": (F, C),
                  **{"pe." + n: s for n, s in own.get(pe, {}).items()}}
         shapes.update({f"layers.{i}.{n}": s for n, s in layer.items()})
@@ -153,20 +156,26 @@ def rope(ops, x, base):
     return ops.lib.einsum("bthd,tde->bthe", x, ops.asarray(R))
 
 
-def path_inputs(ops, p, x, H, beta_clip):
+def short_conv(ops, u, a):
+    """c_t = SiLU(Σ_{k<3} a_k ⊙ u_{t−k}) over u (B, T, C), u = 0 before t = 0 (kernels/ops.h)."""
+    T = u.shape[1]
+    shift = [ops.asarray(np.eye(T, k=-j)) for j in range(CONV_WIDTH)]  # (S_j u)_t = u_{t−j}
+    c = sum(ops.lib.einsum("ts,bsc->btc", shift[j], u) * a[j] for j in range(CONV_WIDTH))
+    return c * ops.sigmoid(c)
+
+
+def path_inputs(ops, p, x, H, keys):
     """PaTH's w and β from the normalised layer input x (B, T, C), models/position/path.h:
 
-    u = x W_down W_up,  c_t = SiLU(Σ_{k<3} a_k ⊙ u_{t−k}) (u = 0 before t = 0; a = w_conv),
-    w = c / sqrt(‖c‖² + 1e-6) per head,  β = 2σ(x W_β + b_β), min(β, 2 − beta_clip) if beta_clip > 0.
+    u = x W_down W_up,  c = short_conv(u; w_conv) (c = u with conv=0),
+    w = c / sqrt(‖c‖² + 1e-6) per head,  β = beta_max σ(x W_β + b_β), min(β, 2 − beta_clip) if beta_clip > 0.
     """
     B, T = x.shape[:2]
     u = x @ p["w_down"] @ p["w_up"]  # (B, T, H·D)
-    shift = [ops.asarray(np.eye(T, k=-j)) for j in range(CONV_WIDTH)]  # (S_j u)_t = u_{t−j}
-    c = sum(ops.lib.einsum("ts,bsc->btc", shift[j], u) * p["w_conv"][j] for j in range(CONV_WIDTH))
-    c = (c * ops.sigmoid(c)).reshape(B, T, H, -1)
+    c = (short_conv(ops, u, p["w_conv"]) if keys["conv"] else u).reshape(B, T, H, -1)
     w = c / ops.lib.sqrt(ops.sum_last(c * c) + L2_EPS)
-    beta = 2 * ops.sigmoid(x @ p["w_beta"] + p["b_beta"])
-    return w, ops.clip_max(beta, 2 - beta_clip) if beta_clip > 0 else beta
+    beta = keys["beta_max"] * ops.sigmoid(x @ p["w_beta"] + p["b_beta"])
+    return w, ops.clip_max(beta, 2 - keys["beta_clip"]) if keys["beta_clip"] > 0 else beta
 
 
 def attention(ops, pe, keys, p, x, q, k, v):
@@ -174,6 +183,8 @@ def attention(ops, pe, keys, p, x, q, k, v):
     H = q.shape[2]
     gated = pe in ("fox", "path_fox")
     log_f = ops.log_sigmoid(x @ p["w_f"] + p["b_f"]) if gated else None  # (B, T, H)
+    if keys.get("gate_scale"):  # path_fox:gate_scale=1: the gate scaled with the logit, by τ
+        log_f = log_f / math.sqrt(q.shape[3])
     if pe == "nope" or pe == "fox":
         return softmax_attention(ops, q, k, v, log_f)
     if pe == "rope":
@@ -185,7 +196,7 @@ def attention(ops, pe, keys, p, x, q, k, v):
     if pe == "sba":
         return stick_breaking_attention(ops, q, k, v)
     if pe in ("path", "path_fox"):
-        w, beta = path_inputs(ops, p, x, H, keys["beta_clip"])
+        w, beta = path_inputs(ops, p, x, H, keys)
         return path_attention(ops, q, k, v, w, beta, log_f)
     raise ValueError(f"unknown position encoding {pe!r}; known: {', '.join(ENCODINGS)}")
 
@@ -205,6 +216,8 @@ def forward(weights, config, input_ids, ops=NUMPY):
         p = {n[len(f"layers.{i}."):]: a for n, a in W.items() if n.startswith(f"layers.{i}.")}
         h1 = rmsnorm(x, p["attn_norm"])
         q, k, v = (h1 @ p[n] for n in ("wq", "wk", "wv"))
+        if config.get("kv_conv"):
+            k, v = short_conv(ops, k, p["k_conv"]), short_conv(ops, v, p["v_conv"])
         q, k, v = (a.reshape(B, T, H, -1) for a in (q, k, v))
         pe_p = {n[3:]: a for n, a in p.items() if n.startswith("pe.")}
         x = x + attention(ops, pe, keys, pe_p, h1, q, k, v).reshape(B, T, -1) @ p["wo"]

@@ -1,5 +1,6 @@
-"""The Python package against the binary in $PATHBENCH: one small run per encoding, its evaluation
-recomputed from the checkpoint by the numpy model, dataset files, collect CSVs, checksums.
+"""The Python package against the binary in $PATHBENCH: one small run per encoding (and per ablation
+of RUNS: PaTH's spec keys, k and v convolved), its evaluation recomputed from the checkpoint by the
+numpy model, dataset files, collect CSVs, checksums.
 
 Evaluation data: `pathbench gen --split S` defaults to the evaluation seed (pb::kEvalSeed), and
 `evaluate` scores examples 0..eval_n−1 of that stream, so the generated file holds exactly the
@@ -29,6 +30,11 @@ TRAIN = ["--task", "flipflop:len=16", "--layers", "2", "--d-model", "32", "--hea
          "--steps", "30", "--batch", "8", "--lr", "0.003", "--warmup", "5", "--eval-n", "32",
          "--threads", "2", "--device", "cpu"]
 LOSS_RTOL = 1e-6  # float32 C++ against float64 numpy: measured ≤ 4e-8
+# Run name: (pe spec, further train options); every encoding, then the ablations.
+RUNS = {**{pe: (pe, []) for pe in pb.ENCODINGS},
+        "path_conv0": ("path:conv=0", []), "path_beta1": ("path:beta_max=1", []),
+        "path_fox_gate_scale": ("path_fox:gate_scale=1", []),
+        "rope_kv_conv": ("rope", ["--kv-conv", "1"]), "path_fox_kv_conv": ("path_fox", ["--kv-conv", "1"])}
 try:
     import torch
 except ImportError:
@@ -48,10 +54,10 @@ class Reader(unittest.TestCase):
             raise RuntimeError(f"no pathbench binary at {EXE!r}: set PATHBENCH to the built binary")
         cls.tmp = tempfile.mkdtemp(prefix="pathbench_py_")
         cls.runs = {}
-        for pe in pb.ENCODINGS:
-            out = os.path.join(cls.tmp, "runs", pe)
-            pathbench("train", *TRAIN, "--pe", pe, "--out", out)
-            cls.runs[pe] = pb.load_run(out)
+        for name, (pe, options) in RUNS.items():
+            out = os.path.join(cls.tmp, "runs", name)
+            pathbench("train", *TRAIN, "--pe", pe, *options, "--out", out)
+            cls.runs[name] = pb.load_run(out)
         config = cls.runs["nope"].config
         cls.splits = sorted({e["split"] for e in cls.runs["nope"].evals})
         cls.data = {}
@@ -66,9 +72,9 @@ class Reader(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def test_load_run(self):
-        for pe, run in self.runs.items():
-            with self.subTest(pe=pe):
-                self.assertEqual(pb.parse_pe(run.config["pe"])[0], pe)
+        for name, run in self.runs.items():
+            with self.subTest(run=name):
+                self.assertEqual(pb.parse_pe(run.config["pe"])[0], pb.parse_pe(RUNS[name][0])[0])
                 self.assertEqual(run.result["status"], "ok")
                 self.assertEqual([m["step"] for m in run.metrics], list(range(1, 31)))
                 self.assertEqual(run.last_eval("val")["step"], 30)
@@ -78,9 +84,9 @@ class Reader(unittest.TestCase):
 
     def test_forward_reproduces_eval(self):
         """loss within LOSS_RTOL, acc / seq_acc / n exactly, on every evaluated split."""
-        for pe, run in self.runs.items():
+        for name, run in self.runs.items():
             for split, d in self.data.items():
-                with self.subTest(pe=pe, split=split):
+                with self.subTest(run=name, split=split):
                     logits = pb.forward(run.weights, run.config, d.input)
                     self.assertEqual(logits.shape, (32, 16, 5))
                     got, want = pb.metrics(logits, d.target, d.scored), run.last_eval(split)
@@ -145,7 +151,7 @@ class Reader(unittest.TestCase):
         out = os.path.join(self.tmp, "collected")
         pathbench("collect", os.path.join(self.tmp, "runs"), "-o", out)
         runs = pb.read_csv(os.path.join(out, "runs.csv"), pandas=False)
-        self.assertEqual(len(runs), len(pb.ENCODINGS))
+        self.assertEqual(len(runs), len(RUNS))
         for row in runs:  # run_id: the run directory's name
             run = self.runs[row["run_id"]]
             self.assertEqual((row["pe_name"], row["layers"], row["error"]),
@@ -175,8 +181,8 @@ class Reader(unittest.TestCase):
     def test_torch_module(self):
         from pathbench.torch_model import PathbenchModel
         ids = self.data["val"].input
-        for pe, run in self.runs.items():
-            with self.subTest(pe=pe):
+        for name, run in self.runs.items():
+            with self.subTest(run=name):
                 net = PathbenchModel.from_run(run.path)
                 logits = net(torch.as_tensor(ids))
                 want = pb.forward(run.weights, run.config, ids)
