@@ -6,7 +6,8 @@
 // decode_tok_s: B / the median time of the decoder's steps at positions T − steps .. T − 1 (the
 // cache filled by decoding the positions before). prefix_tok_s: B / the median time of 5 parallel
 // forwards over T positions (what producing token T costs without a cache). speedup: their
-// ratio, measured in the same run. For PaTH encodings, key_update_us is the time of the
+// ratio, measured in the same run; beyond --prefix-max-len the prefix is not timed (it is O(T²)
+// per token: minutes at 64K on a CPU) and both read "-". For PaTH encodings, key_update_us is the time of the
 // in-place key update alone (path_key_update over the T − 1 cached keys of each layer and
 // sequence, the decoder's step at T), and key_update_share its fraction of a decoding step.
 #include <fmt/format.h>
@@ -37,6 +38,7 @@ struct BenchDecodeOpts {
   std::vector<int> lens = {256, 1024};
   std::string device = "cpu";
   int batch = 1, layers = 2, d_model = 64, heads = 2, ffn = 128, vocab = 16, steps = 32, threads = 0;
+  int prefix_max_len = 1 << 20;  // the prefix is timed at T ≤ this only
 };
 
 // The median over `reps` calls of f's wall time, in seconds, each until E's queued work is done.
@@ -72,12 +74,15 @@ void bench_one(const BenchDecodeOpts& o, const std::string& pe, int T) {
   for (int t = 0; t < T - steps; ++t) feed(dec, t);
   int t = T - steps;
   const double step_s = median_seconds<E>(steps, [&] { feed(dec, t++); });
-  parallel.forward(tokens.data(), targets.data(), B, T);  // warm-up: buffers allocated
-  const double prefix_s =
-      median_seconds<E>(5, [&] { parallel.forward(tokens.data(), targets.data(), B, T); });
-  std::string line = fmt::format("bench decode pe={} T={} batch={} layers={} d_model={} heads={} decode_tok_s={:.4g} "
-                                 "prefix_tok_s={:.4g} speedup={:.3g}",
-                                 pe, T, B, o.layers, o.d_model, H, B / step_s, B / prefix_s, prefix_s / step_s);
+  std::string prefix = "prefix_tok_s=- speedup=-";
+  if (T <= o.prefix_max_len) {
+    parallel.forward(tokens.data(), targets.data(), B, T);  // warm-up: buffers allocated
+    const double prefix_s =
+        median_seconds<E>(5, [&] { parallel.forward(tokens.data(), targets.data(), B, T); });
+    prefix = fmt::format("prefix_tok_s={:.4g} speedup={:.3g}", B / prefix_s, prefix_s / step_s);
+  }
+  std::string line = fmt::format("bench decode pe={} T={} batch={} layers={} d_model={} heads={} decode_tok_s={:.4g} {}",
+                                 pe, T, B, o.layers, o.d_model, H, B / step_s, prefix);
   if (encoding_entry(resolve_encoding(pe).name()).info.family == AttentionFamily::Path) {
     Rng rng(1, stream_id("bench decode"), 0);
     std::vector<float> keys(size_t(B) * H * T * D), w(size_t(B) * H * D);  // (B, H, T, D), (B, H, D)
@@ -117,12 +122,15 @@ void add_bench_decode_command(CLI::App& bench) {
   cmd->add_option("--heads", o->heads, "attention heads")->capture_default_str();
   cmd->add_option("--ffn", o->ffn, "SwiGLU hidden width")->capture_default_str();
   cmd->add_option("--steps", o->steps, "decoding steps timed at the end of each length")->capture_default_str();
+  cmd->add_option("--prefix-max-len", o->prefix_max_len, "time the prefix (O(T²) per token) only at T up to this")
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "OpenMP threads (0: all cores)")->capture_default_str();
   cmd->add_option("--device", o->device, "auto | cpu | cuda (fp32)")->capture_default_str();
   cmd->callback([o] {
     const std::pair<const char*, int> sizes[] = {{"--batch", o->batch},   {"--layers", o->layers},
                                                  {"--d-model", o->d_model}, {"--heads", o->heads},
-                                                 {"--ffn", o->ffn},       {"--steps", o->steps}};
+                                                 {"--ffn", o->ffn},       {"--steps", o->steps},
+                                                 {"--prefix-max-len", o->prefix_max_len}};
     for (const auto& [flag, v] : sizes)
       if (v < 1) fail("{} needs a positive integer, got {}", flag, v);
     for (int T : o->lens)

@@ -213,6 +213,17 @@ TEST_CASE("generate and eval --decode refuse bad input with one line", "[decode]
   if (cuda_device_count() == 0)  // with a GPU, tests/test_cuda_decode.cpp runs it
     test::check_refused(fmt::format("eval --run {} --decode --device cuda", run), "--device cuda: ");
   test::check_refused("bench decode --device tpu", "--device must be auto, cpu or cuda, got 'tpu'");
+  test::check_refused("bench decode --prefix-max-len 0", "--prefix-max-len needs a positive integer, got 0");
+}
+
+TEST_CASE("bench decode times the prefix only up to --prefix-max-len", "[decode][cli]") {
+  const auto r = test::run_pathbench("bench decode --device cpu --pe rope --lens 6,9 --steps 2 --threads 1 "
+                                     "--prefix-max-len 8");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Matchers::Contains("pe=rope T=6 batch=1 layers=2 d_model=64 heads=2 decode_tok_s="));
+  CHECK_THAT(r.out, Catch::Matchers::Matches("(.|\\n)*T=6 [^\\n]*prefix_tok_s=[0-9][^\\n]*speedup=[0-9](.|\\n)*"));
+  CHECK_THAT(r.out, Catch::Matchers::Matches("(.|\\n)*T=9 [^\\n]*prefix_tok_s=- speedup=-(.|\\n)*"));
 }
 
 TEST_CASE("bench decode times every registered encoding by default", "[decode][cli]") {
