@@ -7,6 +7,8 @@
 #   scripts/reproduce.sh lengthgen    the same for lengthgen-flipflop (trained at 512, read at 1K–8K)
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds)
+#   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
+#                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
 #                                     committed CSVs (byte-identical: the bootstrap is seeded),
 #                                     results/conversion's too (scripts/conversion.sh runs that one)
@@ -83,6 +85,26 @@ lengthgen_tables() {
   done
 }
 
+# The ablation sweeps, once collected: the learning rate chosen per encoding on val, as Table 1.
+ablation_tables() {
+  local s d
+  for s in ablations-flipflop ablations-kvconv-flipflop; do
+    d=results/$s
+    [ -f $d/evals.csv ] || continue
+    tables() {
+      echo "# $s: tables"
+      echo
+      echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. Error rates in %;"
+      echo "the learning rate chosen per encoding on val."
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols split --metric error_rate --best-over lr --percent
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols split --metric error_rate --best-over lr --percent --per-seed
+    }
+    atomic $d/tables.md tables
+  done
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -106,6 +128,10 @@ case "${1:-}" in
   flipflop) flipflop_run ;;
   lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
   a5) sweep_run paper-a5 ;;
-  --from-csv) flipflop_tables && lengthgen_tables && PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | --from-csv" >&2; exit 2 ;;
+  ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
+  --from-csv)
+    flipflop_tables && lengthgen_tables && ablation_tables
+    PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
+    ;;
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | ablations | --from-csv" >&2; exit 2 ;;
 esac
