@@ -16,7 +16,8 @@ Decoder<E>::Decoder(const Transformer<E>& model, int B, int Tmax) : model_(model
   rstd_.resize(B);
   for (auto* b : {&q_, &k_, &v_, &att_}) b->resize(B * HD);
   if (cfg.kv_conv) {
-    kv_in_.resize(B * HD);
+    k_in_.resize(B * HD);
+    v_in_.resize(B * HD);
     conv_state_.resize(model.layers_.size() * 2 * B * 2 * HD);
     E::zero(conv_state_.data(), conv_state_.size());
   }
@@ -41,15 +42,13 @@ const typename E::Scalar* Decoder<E>::step(const int32_t* tokens) {
     const auto& l = m.layers_[i];
     E::rmsnorm_forward(h_.data(), rstd_.data(), x_.data(), P + l.attn_norm, B, C, kNormEps);
     E::matmul_forward(q_.data(), h_.data(), P + l.wq, B, C, HD);  // q = h1 Wq
-    if (m.cfg_.kv_conv) {  // k = SiLU(conv3(h1 Wk)), v likewise, each with its state (B, 2, H·D)
+    const bool kv_conv = m.cfg_.kv_conv;  // h1 Wk, h1 Wv into k_in, v_in, then convolved into k, v
+    E::matmul_forward(kv_conv ? k_in_.data() : k_.data(), h_.data(), P + l.wk, B, C, HD);
+    E::matmul_forward(kv_conv ? v_in_.data() : v_.data(), h_.data(), P + l.wv, B, C, HD);
+    if (kv_conv) {  // k = SiLU(conv3(h1 Wk)), v likewise, each with its state (B, 2, H·D)
       S* state = conv_state_.data() + i * 2 * B * 2 * HD;
-      E::matmul_forward(kv_in_.data(), h_.data(), P + l.wk, B, C, HD);
-      E::short_conv_step(k_.data(), state, kv_in_.data(), P + l.k_conv, B, HD);
-      E::matmul_forward(kv_in_.data(), h_.data(), P + l.wv, B, C, HD);
-      E::short_conv_step(v_.data(), state + B * 2 * HD, kv_in_.data(), P + l.v_conv, B, HD);
-    } else {
-      E::matmul_forward(k_.data(), h_.data(), P + l.wk, B, C, HD);
-      E::matmul_forward(v_.data(), h_.data(), P + l.wv, B, C, HD);
+      E::short_conv_step(k_.data(), state, k_in_.data(), P + l.k_conv, B, HD);
+      E::short_conv_step(v_.data(), state + B * 2 * HD, v_in_.data(), P + l.v_conv, B, HD);
     }
     pe_params.clear();
     for (auto off : l.pe_params) pe_params.push_back(P + off);

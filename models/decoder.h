@@ -35,7 +35,8 @@ class Decoder {
   typename E::template Buffer<S> x_, h_, x_mid_, rstd_;  // (B, C), (B, C), (B, C), (B)
   typename E::template Buffer<S> q_, k_, v_, att_;       // (B, H·D)
   typename E::template Buffer<S> ab_, hh_, logits_;      // (B, 2F), (B, F), (B, V)
-  typename E::template Buffer<S> kv_in_, conv_state_;    // kv_conv: (B, H·D); (layers, 2, B, 2, H·D)
+  typename E::template Buffer<S> k_in_, v_in_;           // kv_conv: h1 Wk, h1 Wv (B, H·D)
+  typename E::template Buffer<S> conv_state_;            // kv_conv: (layers, 2, B, 2, H·D)
 };
 
 }  // namespace pb

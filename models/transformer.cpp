@@ -127,14 +127,12 @@ void Transformer<E>::run_forward() {
     S* out = i + 1 < layers_.size() ? layers_[i + 1].x.data() : x_final_.data();
     E::rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps);
     E::matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD);  // q = h1 Wq
-    if (cfg_.kv_conv) {
-      E::matmul_forward(l.k_in.data(), l.h1.data(), P + l.wk, N, C, HD);
-      E::matmul_forward(l.v_in.data(), l.h1.data(), P + l.wv, N, C, HD);
+    const bool kv_conv = cfg_.kv_conv;  // h1 Wk, h1 Wv into k_in, v_in, then convolved into k, v
+    E::matmul_forward(kv_conv ? l.k_in.data() : l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
+    E::matmul_forward(kv_conv ? l.v_in.data() : l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
+    if (kv_conv) {
       E::short_conv_forward(l.k.data(), l.k_in.data(), P + l.k_conv, B, T, HD);  // k = SiLU(conv3(h1 Wk))
       E::short_conv_forward(l.v.data(), l.v_in.data(), P + l.v_conv, B, T, HD);  // v likewise
-    } else {
-      E::matmul_forward(l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
-      E::matmul_forward(l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
     }
     l.pe->forward(l.att.data(), attn_inputs(l, pe_params));     // att = attention(q, k, v)
     E::copy(l.x_mid.data(), l.x.data(), l.x.size());

@@ -7,9 +7,9 @@
 // cache filled by decoding the positions before). prefix_tok_s: B / the median time of 5 parallel
 // forwards over T positions (what producing token T costs without a cache). speedup: their
 // ratio, measured in the same run; beyond --prefix-max-len the prefix is not timed (it is O(T²)
-// per token: minutes at 64K on a CPU) and both read "-". For PaTH encodings, key_update_us is the time of the
-// in-place key update alone (path_key_update over the T − 1 cached keys of each layer and
-// sequence, the decoder's step at T), and key_update_share its fraction of a decoding step.
+// per token: minutes at 64K on a CPU) and both read "-". For PaTH encodings, key_update_us is the
+// time of the in-place key update alone (path_key_update over the T − 1 cached keys of each layer
+// and sequence, the decoder's step at T), and key_update_share its fraction of a decoding step.
 #include <fmt/format.h>
 
 #include <algorithm>

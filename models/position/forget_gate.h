@@ -39,7 +39,8 @@ class ForgetGate {
 
   void backward(const AttnGrads<S>& g, const AttnInputs<S>& in, size_t first, double scale) {
     const int N = in.B * in.T, H = in.dims.H;
-    E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()), scale);  // dz = scale · dlog f · σ(−z)
+    // dz = scale · dlog f · σ(−z)
+    E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()), scale);
     head_projection_backward<E>(g.dx, g.dparams[first], g.dparams[first + 1], dlog_f_.data(), in.x,
                                 in.params[first], N, in.dims.C, H);
   }

@@ -24,12 +24,12 @@ class Path : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
   Path(const Spec& spec, bool gate)
-      : rank_(int(in_range(spec, "w_rank", 1 << 16))),
+      : rank_(int(in_range(spec, "w_rank", 1, 1 << 16))),
         beta_args_{spec.get_float("beta_max"), spec.get_float("beta_clip")},
-        block_(int(in_range(spec, "block", 1 << 20))),
-        conv_(flag(spec, "conv")),
+        block_(int(in_range(spec, "block", 1, 1 << 20))),
+        conv_(in_range(spec, "conv", 0, 1) == 1),
         gate_(gate),
-        gate_scale_(gate && flag(spec, "gate_scale")) {
+        gate_scale_(gate && in_range(spec, "gate_scale", 0, 1) == 1) {
     const auto [max, clip] = beta_args_;
     if (clip < 0 || clip >= 2) fail("{}: beta_clip must be in [0, 2), got {}", spec.name(), clip);
     if (!(max > 0 && max <= 2)) fail("{}: beta_max must be in (0, 2], got {}", spec.name(), max);
@@ -118,18 +118,11 @@ class Path : public PositionEncoding<E> {
   // The factor on log f: the attention scale 1/√D with gate_scale=1, else 1.
   double gate_scale(const LayerDims& d) const { return gate_scale_ ? 1.0 / std::sqrt(double(d.D)) : 1.0; }
 
-  // spec's integer `key`, a pb::Error unless it is in [1, hi] (checked before the cast to int).
-  static int64_t in_range(const Spec& spec, const char* key, int64_t hi) {
+  // spec's integer `key`, a pb::Error unless it is in [lo, hi] (checked before the cast to int).
+  static int64_t in_range(const Spec& spec, const char* key, int64_t lo, int64_t hi) {
     const int64_t v = spec.get_int(key);
-    if (v < 1 || v > hi) fail("{}: {} must be in [1, {}], got {}", spec.name(), key, hi, v);
+    if (v < lo || v > hi) fail("{}: {} must be in [{}, {}], got {}", spec.name(), key, lo, hi, v);
     return v;
-  }
-
-  // spec's 0/1 `key`, a pb::Error otherwise.
-  static bool flag(const Spec& spec, const char* key) {
-    const int64_t v = spec.get_int(key);
-    if (v != 0 && v != 1) fail("{}: {} must be 0 or 1, got {}", spec.name(), key, v);
-    return v == 1;
   }
 
   // The softmax cache with the in-place key update. w_t needs the short convolution's last two
@@ -137,15 +130,9 @@ class Path : public PositionEncoding<E> {
   class Decoder final : public SoftmaxDecoder<E> {
    public:
     Decoder(const Path& enc, const LayerDims& d, int B, int Tmax)
-        : SoftmaxDecoder<E>(d, B, Tmax, enc.gate_),
-          rank_(enc.rank_),
-          beta_at_(enc.beta_at()),
-          gate_at_(enc.gate_at()),
-          beta_args_(enc.beta_args_),
-          conv_(enc.conv_),
-          gate_scale_(enc.gate_scale(d)) {
+        : SoftmaxDecoder<E>(d, B, Tmax, enc.gate_), enc_(enc) {
       const size_t HD = size_t(d.H) * d.D;
-      u1_.resize(size_t(B) * rank_);
+      u1_.resize(size_t(B) * enc.rank_);
       for (auto* x : {&u2_, &c_, &w_}) x->resize(B * HD);
       for (auto* x : {&zb_, &beta_, &zf_}) x->resize(size_t(B) * d.H);
       prev_.resize(B * 2 * HD);
@@ -154,27 +141,27 @@ class Path : public PositionEncoding<E> {
 
    protected:
     void log_f(S* lf, const DecodeInputs<S>& in) override {
-      ForgetGate<E>::log_f_rows(lf, zf_.data(), in.x, in.params, gate_at_, in.B, in.dims.C, in.dims.H, gate_scale_);
+      ForgetGate<E>::log_f_rows(lf, zf_.data(), in.x, in.params, enc_.gate_at(), in.B, in.dims.C, in.dims.H,
+                                enc_.gate_scale(in.dims));
     }
 
     void update_keys(const DecodeInputs<S>& in, const DecodeArgs& a) override {
-      const int B = in.B, C = in.dims.C, H = in.dims.H, D = in.dims.D, HD = H * D, r = rank_, b = beta_at_;
+      const int B = in.B, C = in.dims.C, H = in.dims.H, D = in.dims.D, HD = H * D, r = enc_.rank_;
+      const int b = enc_.beta_at();
+      const bool conv = enc_.conv_;
       const auto& p = in.params;
       E::matmul_forward(u1_.data(), in.x, p[0], B, C, r);         // u1 = x W_down
       E::matmul_forward(u2_.data(), u1_.data(), p[1], B, r, HD);  // u2 = u1 W_up
-      if (conv_)  // c = SiLU(conv3(u2)), the state shifted
+      if (conv)  // c = SiLU(conv3(u2)), the state shifted
         E::short_conv_step(c_.data(), prev_.data(), u2_.data(), p[2], B, HD);
-      E::l2norm_forward(w_.data(), conv_ ? c_.data() : u2_.data(), B * H, D, kEps);  // w = c / sqrt(|c|² + eps)
+      E::l2norm_forward(w_.data(), conv ? c_.data() : u2_.data(), B * H, D, kEps);  // w = c / sqrt(|c|² + eps)
       head_projection_forward<E>(zb_.data(), in.x, p[b], p[b + 1], B, C, H);             // z_β = x W_β + b_β
-      E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), beta_args_);
+      E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), enc_.beta_args_);
       E::path_key_update(this->keys(), w_.data(), beta_.data(), a);  // k_j ← k_j − β (w·k_j) w, j < t
     }
 
    private:
-    int rank_, beta_at_, gate_at_;
-    BetaArgs beta_args_;
-    bool conv_;
-    double gate_scale_;
+    const Path& enc_;  // its model outlives the decoder (models/decoder.h)
     typename E::template Buffer<S> prev_;                // (B, 2, H·D) u2_{t−1}, u2_{t−2}
     typename E::template Buffer<S> u1_;                  // (B, rank)
     typename E::template Buffer<S> u2_, c_, w_;          // (B, H·D)
