@@ -29,8 +29,10 @@ EncodingStyle encoding_style(std::string_view pe_name);
 // "group=a5,len=8" before "group=a5,len=12"), equal such texts by their characters.
 bool value_less(std::string_view column, const std::string& a, const std::string& b);
 
-// Display labels of column values: for spec columns (pe, task, train_task) the bare names when
-// they tell the values apart ("path" for "path:w_rank=32,..."), else the values themselves.
+// Display labels of column values: for spec columns (pe, task, train_task) each spec's name with
+// only the parameters that tell it apart from the other specs of that name ("path" and
+// "path:conv=0" for "path:w_rank=32,block=64" and "path:w_rank=32,block=64,conv=0"); the values
+// themselves when those labels would not be distinct.
 std::vector<std::string> labels(std::string_view column, const std::vector<std::string>& values);
 
 // Rows whose `COL=VALUE` conditions all hold; a pb::Error for a malformed condition or an unknown

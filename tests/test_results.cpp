@@ -387,6 +387,21 @@ TEST_CASE("plot: panels and rows in numeric order, also inside specs", "[sweep]"
   CHECK(t.find("len=8 |") < t.find("len=12 |"));
 }
 
+TEST_CASE("labels: a spec's name with only the parameters that tell it apart", "[sweep]") {
+  using V = std::vector<std::string>;
+  CHECK(pb::labels("pe", V{"rope:base=10000", "path:w_rank=32,block=64"}) == V{"rope", "path"});
+  CHECK(pb::labels("pe", V{"path:w_rank=32,block=64", "path:w_rank=32,block=64,conv=0", "path:w_rank=16,block=64",
+                           "path_fox:w_rank=32"}) == V{"path:w_rank=32", "path:w_rank=32,conv=0", "path:w_rank=16",
+                                                       "path_fox"});
+  CHECK(pb::labels("task", V{"flipflop:len=512,p_ignore=0.8", "flipflop:len=1024,p_ignore=0.8"}) ==
+        V{"flipflop:len=512", "flipflop:len=1024"});
+  CHECK(pb::labels("pe", V{"path", "path:conv=0"}) == V{"path", "path:conv=0"});
+  CHECK(pb::labels("pe", V{"rope", "rope:base=500"}) == V{"rope", "rope:base=500"});
+  // Labels that would not be distinct (the same items in another order): the values themselves.
+  CHECK(pb::labels("pe", V{"rope:a=1,b=2", "rope:b=2,a=1"}) == V{"rope:a=1,b=2", "rope:b=2,a=1"});
+  CHECK(pb::labels("lr", V{"0.001", "0.01"}) == V{"0.001", "0.01"});
+}
+
 TEST_CASE("plot: the intervals of table, bounds for zero errors, nothing below the axis floor", "[sweep]") {
   const fs::path d = fresh_dir("plot_intervals");
   const std::string csv = bootstrap_csvs(d), a = (d / "a.svg").string(), b = (d / "b.svg").string();
