@@ -11,7 +11,7 @@
 #                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
 #                                     committed CSVs (byte-identical: the bootstrap is seeded),
-#                                     results/conversion's too (scripts/conversion.sh runs that one)
+#                                     results/conversion[-a5]'s too (scripts/conversion.sh runs those)
 # PATHBENCH=path/to/pathbench picks the binary (default build/pathbench, built if missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,7 +87,7 @@ lengthgen_tables() {
 
 # The ablation sweeps, once collected: the learning rate chosen per encoding on val, as Table 1.
 ablation_tables() {
-  local s d
+  local s d sp
   for s in ablations-flipflop ablations-kvconv-flipflop; do
     d=results/$s
     [ -f $d/evals.csv ] || continue
@@ -100,8 +100,15 @@ ablation_tables() {
       "$PB" table $d/evals.csv --rows pe --cols split --metric error_rate --best-over lr --percent
       echo
       "$PB" table $d/evals.csv --rows pe --cols split --metric error_rate --best-over lr --percent --per-seed
+      for sp in val val_sparse val_dense; do
+        echo
+        echo "## every learning rate, $sp, per seed"
+        echo
+        "$PB" table $d/evals.csv --rows pe --cols lr --split $sp --metric error_rate --percent --per-seed
+      done
     }
     atomic $d/tables.md tables
+    "$PB" plot $d/evals.csv --figure error-rate -o $d/error-rate.svg
   done
 }
 
@@ -132,6 +139,7 @@ case "${1:-}" in
   --from-csv)
     flipflop_tables && lengthgen_tables && ablation_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
+    [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
   *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | ablations | --from-csv" >&2; exit 2 ;;
 esac
