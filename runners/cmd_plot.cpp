@@ -113,19 +113,19 @@ void draw_point(Svg& svg, const Point& pt, double X, const YAxis& axis, const Sc
                        xml_escape(x), pt.y, pt.lo, pt.hi, pt.bound ? " data-bound=\"1\"" : ""));
   svg.title(pt.bound ? fmt::format("{}, {}: < {:.3g} (no error), {} seeds", pe, x, pt.y, pt.seeds)
                          : fmt::format("{}, {}: {:.4g} [{:.4g}, {:.4g}], {} seeds", pe, x, pt.y, pt.lo, pt.hi, pt.seeds));
-  const std::string stroke = fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour);
+  const std::string line = stroke({style.colour, style.sides, style.rotation, ""}, 1.5);  // error bars solid
   const double Y = sy(axis.at(pt.y));
   if (pt.bound) {  // an upper bound: the open marker at 3/N and an arrow down, inside the frame
     const double end = std::min(Y + 16, sy.from);
     if (end > Y + 6) {
-      svg.line(X, Y + 5, X, end, stroke);
-      svg.polyline({{X - 3, end - 4}, {X, end}, {X + 3, end - 4}}, stroke);
+      svg.line(X, Y + 5, X, end, line);
+      svg.polyline({{X - 3, end - 4}, {X, end}, {X + 3, end - 4}}, line);
     }
   } else if (pt.lo != pt.hi) {
     const Bar bar = clip_bar(pt.lo, pt.hi, axis, sy);
-    svg.line(X, bar.y_lo, X, bar.y_hi, stroke);
-    if (bar.cap_lo) svg.line(X - 3, bar.y_lo, X + 3, bar.y_lo, stroke);
-    if (bar.cap_hi) svg.line(X - 3, bar.y_hi, X + 3, bar.y_hi, stroke);
+    svg.line(X, bar.y_lo, X, bar.y_hi, line);
+    if (bar.cap_lo) svg.line(X - 3, bar.y_lo, X + 3, bar.y_lo, line);
+    if (bar.cap_hi) svg.line(X - 3, bar.y_hi, X + 3, bar.y_hi, line);
   }
   svg.marker(X, Y, style, pt.bound);
   svg.close("g");
@@ -227,8 +227,9 @@ void run_plot(PlotOptions o) {
         svg.line(sx(std::log2(len)), sy.from, sx(std::log2(len)), sy.to,
                  "stroke=\"#666666\" stroke-dasharray=\"4,3\"");
     }
+    const auto styles = encoding_styles(series);
     for (size_t s = 0; s < series.size(); ++s) {
-      const EncodingStyle style = encoding_style(series[s]);
+      const EncodingStyle& style = styles[s];
       const double dodge = (double(s) - double(series.size() - 1) / 2) * 4;
       std::vector<std::pair<double, double>> line;
       std::vector<std::pair<std::string, const Point*>> here;
@@ -243,7 +244,7 @@ void run_plot(PlotOptions o) {
       if (here.empty()) continue;
       svg.open(fmt::format("g class=\"series\" data-pe=\"{}\"", xml_escape(series[s])));
       if (fig.axis != Axis::Category && line.size() > 1)
-        svg.polyline(line, fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour));
+        svg.polyline(line, stroke(style, 1.5));
       for (const auto& [x, pt] : here) draw_point(svg, *pt, sx(x_pos(x)) + dodge, axis, sy, style, x, series[s]);
       svg.close("g");
     }

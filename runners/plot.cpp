@@ -126,10 +126,11 @@ double draw_caption(Svg& svg, const std::vector<std::string>& lines, double widt
 
 double draw_legend(Svg& svg, double x, double y, const std::vector<std::string>& pes, bool line) {
   const auto names = labels("pe", pes);
+  const auto styles = encoding_styles(pes);
   svg.open("g class=\"legend\"");
   for (size_t s = 0; s < pes.size(); ++s) {
-    const EncodingStyle style = encoding_style(pes[s]);
-    if (line) svg.line(x, y, x + 16, y, fmt::format("stroke=\"{}\" stroke-width=\"2\"", style.colour));
+    const EncodingStyle& style = styles[s];
+    if (line) svg.line(x, y, x + 16, y, stroke(style, 2));
     else svg.marker(x + 8, y, style, false);
     svg.text(x + 22, y + 4, names[s], "start", 11);
     y += 18;

@@ -132,7 +132,9 @@ void plot_curves(const PlotOptions& opts) {
       svg.text(sx(t), sy.from + 16, fmt::format("{:g}", t), "middle", 10);
     }
     svg.text((sx.from + sx.to) / 2, py + kPanelH - 10, "step", "middle", 11);
-    for (const auto& pe : series) {
+    const auto styles = encoding_styles(series);
+    for (size_t s = 0; s < series.size(); ++s) {
+      const std::string& pe = series[s];
       std::vector<std::pair<double, double>> mean, upper, lower;
       const Stat* last = nullptr;
       std::string last_step;
@@ -145,7 +147,7 @@ void plot_curves(const PlotOptions& opts) {
         last = &st, last_step = key.back();
       }
       if (!last) continue;
-      const EncodingStyle style = encoding_style(pe);
+      const EncodingStyle& style = styles[s];
       std::string chosen;
       if (choose) {
         std::vector<size_t> of;
@@ -163,7 +165,7 @@ void plot_curves(const PlotOptions& opts) {
       std::vector<std::pair<double, double>> band = upper;
       band.insert(band.end(), lower.rbegin(), lower.rend());
       svg.polygon(band, fmt::format("class=\"band\" fill=\"{}\" fill-opacity=\"0.15\" stroke=\"none\"", style.colour));
-      svg.polyline(mean, fmt::format("stroke=\"{}\" stroke-width=\"1.5\"", style.colour));
+      svg.polyline(mean, stroke(style, 1.5));
       svg.close("g");
     }
     svg.close("g");

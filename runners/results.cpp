@@ -84,7 +84,7 @@ EncodingStyle encoding_style(std::string_view pe_name) {
   const size_t r = encoding_rank(pe_name);
   if (r < encodings().size() && encodings()[r].info.style.colour) {
     const PlotStyle& s = encodings()[r].info.style;
-    return {s.colour, s.sides, s.rotation};
+    return {s.colour, s.sides, s.rotation, ""};
   }
   uint64_t h = 1469598103934665603ULL;  // FNV-1a: the same colour on every machine
   for (char c : name_of(pe_name)) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
@@ -95,7 +95,36 @@ EncodingStyle encoding_style(std::string_view pe_name) {
   };
   const int sides[] = {0, 3, 4, 5, 6};
   return {fmt::format("#{:02x}{:02x}{:02x}", channel(0), channel(8), channel(4)), sides[(h >> 20) % 5],
-          (h >> 32) % 2 ? 180.0 : 0.0};
+          (h >> 32) % 2 ? 180.0 : 0.0, ""};
+}
+
+std::vector<EncodingStyle> encoding_styles(const std::vector<std::string>& pes) {
+  static const int kSides[] = {0, 3, 4, 5, 6};
+  std::vector<EncodingStyle> out;
+  for (size_t i = 0; i < pes.size(); ++i) {
+    EncodingStyle s = encoding_style(pes[i]);
+    const int k = int(std::count_if(pes.begin(), pes.begin() + i, [&](const std::string& p) {
+      return name_of(p) == name_of(pes[i]);
+    }));  // earlier specs of this name
+    if (k > 0) {
+      // Odd k toward black, even k toward white, further with each pair: c + t (target − c).
+      const double t = std::min(0.7, 0.35 * ((k + 1) / 2)), target = k % 2 ? 0.0 : 255.0;
+      unsigned rgb[3];
+      std::sscanf(s.colour.c_str(), "#%02x%02x%02x", &rgb[0], &rgb[1], &rgb[2]);
+      for (unsigned& c : rgb) c = unsigned(std::lround(c + t * (target - c)));
+      s.colour = fmt::format("#{:02x}{:02x}{:02x}", rgb[0], rgb[1], rgb[2]);
+      const size_t base = std::find(std::begin(kSides), std::end(kSides), s.sides) - std::begin(kSides);
+      s.sides = kSides[(base + size_t(k)) % 5];
+      s.dash = k % 2 ? "5,3" : "2,2";
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::string stroke(const EncodingStyle& style, double width) {
+  return fmt::format("stroke=\"{}\" stroke-width=\"{}\"{}", style.colour, width,
+                     style.dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", style.dash));
 }
 
 bool value_less(std::string_view column, const std::string& a, const std::string& b) {

@@ -21,8 +21,15 @@ struct EncodingStyle {
   std::string colour;  // "#rrggbb"
   int sides;           // marker: 0 circle, else a regular polygon
   double rotation;     // degrees (square vs diamond, triangle up vs down)
+  std::string dash;    // stroke-dasharray of its lines ("" solid)
 };
 EncodingStyle encoding_style(std::string_view pe_name);
+// The styles of the series `pes` of one figure: encoding_style for the first spec of each name;
+// a later spec of the same name (an ablation: "path:conv=0" after "path") a darker or lighter
+// shade of its colour, another marker and a dashed line, so that every series can be told apart.
+std::vector<EncodingStyle> encoding_styles(const std::vector<std::string>& pes);
+// SVG attributes of a line in `style`: stroke, stroke-width and, when dashed, stroke-dasharray.
+std::string stroke(const EncodingStyle& style, double width);
 
 // Value order of a column: encodings (pe, pe_name) in the fixed order, numbers numerically, then
 // text with the numbers inside it compared as numbers ("rope:base=500" before "rope:base=10000",

@@ -402,6 +402,24 @@ TEST_CASE("labels: a spec's name with only the parameters that tell it apart", "
   CHECK(pb::labels("lr", V{"0.001", "0.01"}) == V{"0.001", "0.01"});
 }
 
+TEST_CASE("plot styles: ablations of one encoding are told apart", "[sweep]") {
+  const std::vector<std::string> pes = {"rope:base=10000", "path:w_rank=32", "path:w_rank=32,conv=0",
+                                        "path:w_rank=32,beta_max=1"};
+  const auto st = pb::encoding_styles(pes);
+  REQUIRE(st.size() == 4);
+  const pb::EncodingStyle path = pb::encoding_style("path");
+  CHECK((st[1].colour == path.colour && st[1].sides == path.sides && st[1].dash.empty()));  // the first keeps it
+  CHECK(st[0].colour == pb::encoding_style("rope").colour);
+  for (size_t i = 1; i < 4; ++i)
+    for (size_t j = i + 1; j < 4; ++j) {
+      CHECK(st[i].colour != st[j].colour);
+      CHECK(st[i].sides != st[j].sides);
+      CHECK(st[i].dash != st[j].dash);
+    }
+  CHECK(pb::stroke(st[1], 1.5) == "stroke=\"" + path.colour + "\" stroke-width=\"1.5\"");
+  CHECK(pb::stroke(st[2], 2) == "stroke=\"" + st[2].colour + "\" stroke-width=\"2\" stroke-dasharray=\"5,3\"");
+}
+
 TEST_CASE("plot: the intervals of table, bounds for zero errors, nothing below the axis floor", "[sweep]") {
   const fs::path d = fresh_dir("plot_intervals");
   const std::string csv = bootstrap_csvs(d), a = (d / "a.svg").string(), b = (d / "b.svg").string();
