@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/spec.h"
+#include "models/position/position_encoding.h"
 #include "runners/commands.h"
 #include "runners/csv.h"
 #include "runners/train_config.h"
@@ -98,8 +99,16 @@ void check_result(const json& r, const std::string& path) {
   for (const auto& [split, e] : r["eval"].items()) check_eval_entry(e, fmt::format("{} (eval.{})", path, split));
 }
 
-// "name:k=v,..." -> name, and columns <prefix>_<k> = v.
+// "name:k=v,..." -> name, and columns <prefix>_<k> = v for every key of its schema, those that the
+// canonical form leaves out at their defaults too (so `--where pe_conv=1` sees every run); for a
+// spec this build cannot resolve (a run of another version), the keys written in it.
 std::string split_spec(const std::string& spec, const std::string& prefix, Row& row) {
+  try {
+    const Spec s = prefix == "pe" ? resolve_encoding(spec) : resolve_spec(spec, task_schemas(), "task");
+    for (const auto& [k, v] : s.items()) row[prefix + "_" + k] = v;
+    return s.name();
+  } catch (const Error&) {
+  }
   const auto colon = spec.find(':');
   for (size_t i = colon; i != std::string::npos && i < spec.size();) {
     const size_t end = std::min(spec.find(',', i + 1), spec.size());

@@ -558,13 +558,17 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
   const pb::Csv runs = pb::read_csv(out + "/runs.csv");
   REQUIRE(runs.rows.size() == 2);
   CHECK(runs.header.front() == "sweep");
-  const std::vector<std::string> tail(runs.header.end() - 6, runs.header.end());
-  CHECK(tail == std::vector<std::string>{"stopped_at_step", "eval_s", "task_len", "task_p_ignore", "acc_val", "seq_acc_val"});
+  const std::vector<std::string> tail(runs.header.end() - 11, runs.header.end());
+  CHECK(tail == std::vector<std::string>{"stopped_at_step", "eval_s", "task_len", "task_p_ignore", "pe_beta_clip",
+                                         "pe_beta_max", "pe_block", "pe_conv", "pe_w_rank", "acc_val", "seq_acc_val"});
   auto get = [](const pb::Csv& c, size_t r, const char* col) { return c.rows[r][c.column(col)]; };
   CHECK(get(runs, 0, "sweep") == "quick");
   CHECK(get(runs, 0, "run_id") == "aaaa");
   CHECK(get(runs, 0, "task_name") == "flipflop");
   CHECK(get(runs, 0, "task_len") == "8");
+  // Every key of the encoding's schema, those the canonical form leaves out at their defaults too.
+  CHECK(get(runs, 0, "pe_w_rank") == "32");
+  CHECK(get(runs, 0, "pe_conv") == "1");
   CHECK(get(runs, 0, "lr") == "0.001");
   CHECK(get(runs, 0, "device") == "cpu");
   CHECK(get(runs, 0, "acc_val") == "0.9");
