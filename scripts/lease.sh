@@ -4,14 +4,16 @@
 # and finish it by a deadline with its run records packed for the next machine.
 #   scripts/lease.sh start SWEEP [DRAIN_AFTER]  unpacks results/SWEEP/records.tgz into runs/ (when it
 #                                               exists) and starts `sweep sweeps/SWEEP.toml --pack auto`
-#                                               in its own session (setsid), so it survives the command
+#                                               on every visible GPU in its own session (setsid), so it
+#                                               survives the command
 #                                               that started it; no run starts after DRAIN_AFTER s
 #   scripts/lease.sh status SWEEP               the sweep's last log lines and its runs by state
 #   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
 #                                               (SIGTERM: runs in flight stay pending and rerun next
 #                                               time), packs the run records (no checkpoints) into
 #                                               results/SWEEP/records.tgz and collects the CSVs
-# PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench). The log is runs/SWEEP.log.
+# PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench); PACK=K runs K runs at
+# once per GPU instead of --pack auto (sized to memory, at most 32). The log is runs/SWEEP.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
@@ -26,7 +28,7 @@ case $cmd in
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
     [[ -f results/$s/records.tgz ]] && tar xzf results/"$s"/records.tgz -C .
-    setsid "$PB" sweep sweeps/"$s".toml --pack auto ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
+    setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
     echo $! >"$pidfile"
     echo "started $s (pid $!), log $log"
     ;;
