@@ -5,8 +5,8 @@
 #   scripts/lease.sh start SWEEP [DRAIN_AFTER]  unpacks results/SWEEP/records.tgz into runs/ (when it
 #                                               exists) and starts `sweep sweeps/SWEEP.toml --pack auto`
 #                                               on every visible GPU in its own session (setsid), so it
-#                                               survives the command
-#                                               that started it; no run starts after DRAIN_AFTER s
+#                                               survives the command that started it; no run starts
+#                                               after DRAIN_AFTER s
 #   scripts/lease.sh status SWEEP               the sweep's last log lines and its runs by state
 #   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
 #                                               (SIGTERM: runs in flight stay pending and rerun next
