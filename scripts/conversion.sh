@@ -39,20 +39,31 @@ NAME=conversion  # the folders' stem under runs/ and results/ (flip-flop's, publ
 
 # The tables and figures of $RESULTS, from its CSVs.
 publish() {
+  # Per encoding (path, rope): the mean and per-seed tables of metric $1 with the steps as rows;
+  # for A5 (seq_acc) also the step each run stopped at.
+  by_steps() {
+    local pe
+    for pe in path rope; do
+      echo
+      echo "## $pe${2:+: $2}"
+      echo
+      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric "$1" --percent --where pe_name=$pe
+      echo
+      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric "$1" --percent --where pe_name=$pe --per-seed
+      [ "$1" = seq_acc ] || continue
+      echo
+      echo "## $pe: the step each run stopped at"
+      echo
+      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --split val --metric step --where pe_name=$pe --per-seed
+    done
+  }
   flipflop_tables() {
     echo "# conversion: tables"
     echo
     echo "Made by \`scripts/conversion.sh\` from evals.csv, seqstats.csv and history.csv. Error rates in %. Rows:"
     echo "the steps of the run; PaTH at N = 2,000 and 5,000 steps is converted from the RoPE model (10,000"
     echo "steps), at 10,000 + N from scratch; RoPE at N steps is that model trained N more steps."
-    for pe in path rope; do
-      echo
-      echo "## $pe"
-      echo
-      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe
-      echo
-      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric error_rate --percent --where pe_name=$pe --per-seed
-    done
+    by_steps error_rate
     echo
     echo "## path during training: val_sparse at each periodic evaluation (its first eval_every_n sequences)"
     echo
@@ -66,18 +77,7 @@ publish() {
     echo "allowed; RoPE at 20,000 is the source, PaTH and RoPE at 10,000 continue from it (PaTH converted),"
     echo "PaTH at 30,000 is from scratch. Runs stop at val seq_acc >= 0.99 or 8 evaluations without a"
     echo "better val loss."
-    for pe in path rope; do
-      echo
-      echo "## $pe: seq_acc (%)"
-      echo
-      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric seq_acc --percent --where pe_name=$pe
-      echo
-      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --metric seq_acc --percent --where pe_name=$pe --per-seed
-      echo
-      echo "## $pe: the step each run stopped at"
-      echo
-      "$PB" table "$RESULTS/evals.csv" --rows steps --cols split --split val --metric step --where pe_name=$pe --per-seed
-    done
+    by_steps seq_acc "seq_acc (%)"
   }
   ${EXP}_tables >"$RESULTS/tables.md.tmp"
   mv "$RESULTS/tables.md.tmp" "$RESULTS/tables.md"
