@@ -87,7 +87,7 @@ lengthgen_tables() {
 
 # The ablation sweeps, once collected: the learning rate chosen per encoding on val, as Table 1.
 ablation_tables() {
-  local s d sp
+  local s d sp pe
   for s in ablations-flipflop ablations-kvconv-flipflop; do
     d=results/$s
     [ -f $d/evals.csv ] || continue
@@ -106,9 +106,18 @@ ablation_tables() {
         echo
         "$PB" table $d/evals.csv --rows pe --cols lr --split $sp --metric error_rate --percent --per-seed
       done
+      for pe in path:w_rank=32,beta_clip=0,block=64 sba; do
+        grep -qF "$pe" $d/history.csv || continue
+        echo
+        echo "## ${pe%%:*} during training: val_sparse at each periodic evaluation (its first 2,048 sequences; at the last step the final evaluation, all of them), per seed"
+        echo
+        "$PB" table $d/history.csv --rows lr --cols step --split val_sparse --metric error_rate --percent --per-seed \
+          --where pe=$pe
+      done
     }
     atomic $d/tables.md tables
     "$PB" plot $d/evals.csv --figure error-rate -o $d/error-rate.svg
+    "$PB" plot $d/history.csv --figure curves --split val_sparse --metric acc -o $d/curves-val_sparse.svg
   done
 }
 
