@@ -1,5 +1,6 @@
 #include "core/spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -46,6 +47,19 @@ static std::string canonical_value(const ParamDef& p, const std::string& value, 
     if (!ok) fail("{} '{}': key '{}' must be one of {}, got '{}'", what, name, p.key, list, value);
   }
   return value;
+}
+
+std::vector<std::pair<std::string, std::string>> spec_items(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> items;
+  const auto colon = text.find(':');
+  for (size_t i = colon; i != std::string_view::npos && i < text.size();) {
+    const size_t end = std::min(text.find(',', i + 1), text.size());
+    const std::string_view item = text.substr(i + 1, end - i - 1);
+    if (const auto eq = item.find('='); eq != std::string_view::npos)
+      items.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+    i = end;
+  }
+  return items;
 }
 
 Spec resolve_spec(std::string_view text, const std::vector<Schema>& schemas, std::string_view what) {

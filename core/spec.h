@@ -56,6 +56,11 @@ class Spec {
 // list the valid names or keys.
 Spec resolve_spec(std::string_view text, const std::vector<Schema>& schemas, std::string_view what);
 
+// The "key=value" items of a spec's text, in their order, split without a schema or any check
+// (items without '=' are skipped): for specs read back from files, which this build may not
+// resolve.
+std::vector<std::pair<std::string, std::string>> spec_items(std::string_view text);
+
 // Number parsing shared by specs and file readers: the whole string must be a number.
 bool parse_int(std::string_view s, int64_t& out);
 bool parse_float(std::string_view s, double& out);

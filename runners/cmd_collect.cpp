@@ -109,15 +109,8 @@ std::string split_spec(const std::string& spec, const std::string& prefix, Row& 
     return s.name();
   } catch (const Error&) {
   }
-  const auto colon = spec.find(':');
-  for (size_t i = colon; i != std::string::npos && i < spec.size();) {
-    const size_t end = std::min(spec.find(',', i + 1), spec.size());
-    const std::string item = spec.substr(i + 1, end - i - 1);
-    const auto eq = item.find('=');
-    if (eq != std::string::npos) row[prefix + "_" + item.substr(0, eq)] = item.substr(eq + 1);
-    i = end;
-  }
-  return spec.substr(0, colon);
+  for (const auto& [k, v] : spec_items(spec)) row[prefix + "_" + k] = v;
+  return spec.substr(0, spec.find(':'));
 }
 
 // Wilson score interval, 95%.

@@ -44,11 +44,9 @@ Figure figure_of(const std::string& name) {
 }
 
 std::string spec_value(const std::string& spec, const std::string& key) {
-  const auto at = spec.find(key + "=", spec.find(':'));
-  if (spec.find(':') == std::string::npos || at == std::string::npos) return "";
-  const char before = spec[at - 1];
-  if (before != ':' && before != ',') return "";
-  return spec.substr(at + key.size() + 1, spec.find(',', at) - at - key.size() - 1);
+  for (const auto& [k, v] : spec_items(spec))
+    if (k == key) return v;
+  return "";
 }
 
 // One encoding at one x of one panel, in the figure's units (error rate or the metric).

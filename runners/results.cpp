@@ -142,15 +142,10 @@ bool value_less(std::string_view column, const std::string& a, const std::string
 
 std::vector<std::string> labels(std::string_view column, const std::vector<std::string>& values) {
   if (column != "pe" && column != "task" && column != "train_task") return values;
-  // The "k=v" items of each spec; an item is shown unless every spec of the same name has it.
-  std::vector<std::vector<std::string>> items(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    const size_t colon = values[i].find(':');
-    if (colon == std::string::npos) continue;
-    std::stringstream list(values[i].substr(colon + 1));
-    for (std::string item; std::getline(list, item, ',');) items[i].push_back(item);
-  }
-  auto shared = [&](size_t i, const std::string& item) {
+  // The items of each spec; an item is shown unless every spec of the same name has it.
+  std::vector<std::vector<std::pair<std::string, std::string>>> items;
+  for (const auto& v : values) items.push_back(spec_items(v));
+  auto shared = [&](size_t i, const std::pair<std::string, std::string>& item) {
     for (size_t j = 0; j < values.size(); ++j)
       if (name_of(values[j]) == name_of(values[i]) &&
           std::find(items[j].begin(), items[j].end(), item) == items[j].end())
@@ -162,7 +157,7 @@ std::vector<std::string> labels(std::string_view column, const std::vector<std::
     std::string label(name_of(values[i]));
     char sep = ':';
     for (const auto& item : items[i])
-      if (!shared(i, item)) label += sep + item, sep = ',';
+      if (!shared(i, item)) label += sep + item.first + "=" + item.second, sep = ',';
     names.push_back(label);
   }
   std::vector<std::string> sorted = names;
