@@ -1,6 +1,6 @@
 // `pathbench generate`: greedy continuations of prompts by a run's checkpoint, decoded token by
-// token on the CPU engine (runners/decoding.h), printed one line per prompt for inspection:
-// "<prompt> | <continuation>" in the task's token names.
+// token (runners/decoding.h) on the CPU engine unless --device cuda, printed one line per prompt for
+// inspection: "<prompt> | <continuation>" in the task's token names.
 #include <fmt/format.h>
 
 #include <sstream>
@@ -26,16 +26,17 @@ std::string names(const std::vector<int32_t>& ids, const std::vector<std::string
 
 void add_generate_command(CLI::App& app) {
   struct Opts {
-    std::string run, prompts;
+    std::string run, prompts, device = "auto";
     int max_new = 16;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("generate", "Greedy continuations of prompts, decoded token by token (CPU)");
+  auto* cmd = app.add_subcommand("generate", "Greedy continuations of prompts, decoded token by token");
   cmd->add_option("--run", o->run, "run directory written by `pathbench train`")->type_name("DIR")->required();
   cmd->add_option("--prompts", o->prompts, "one prompt per line: the task's token names separated by spaces")
       ->type_name("FILE")
       ->required();
   cmd->add_option("--max-new", o->max_new, "tokens to generate after each prompt")->capture_default_str();
+  cmd->add_option("--device", o->device, "auto (the CPU engine) | cpu | cuda")->capture_default_str();
   cmd->callback([o] {
     if (o->max_new < 1 || o->max_new > kMaxNew) fail("--max-new must be in [1, {}], got {}", kMaxNew, o->max_new);
     TrainConfig cfg = read_run_config(o->run);
@@ -47,12 +48,14 @@ void add_generate_command(CLI::App& app) {
     for (std::string line; std::getline(lines, line);)
       prompts.push_back(parse_prompt(line, vocab, fmt::format("{}:{}", o->prompts, ++line_no)));
     if (prompts.empty()) fail("{}: no prompts (one per line)", o->prompts);
-    cfg.device = "cpu";
-    select_device(cfg);
-    Transformer<Cpu32> model(model_config(cfg, *task), cfg.seed);
-    load_checkpoint(model, o->run + "/model.safetensors");
-    for (const auto& p : prompts)
-      fmt::print("{} | {}\n", names(p, vocab), names(greedy_continuation(model, p, o->max_new), vocab));
+    cfg.device = o->device == "auto" ? "cpu" : o->device;
+    with_engine(select_device(cfg), [&](auto engine) {
+      using E = decltype(engine);
+      Transformer<E> model(model_config(cfg, *task), cfg.seed);
+      load_checkpoint(model, o->run + "/model.safetensors");
+      for (const auto& p : prompts)
+        fmt::print("{} | {}\n", names(p, vocab), names(greedy_continuation(model, p, o->max_new), vocab));
+    });
   });
 }
 

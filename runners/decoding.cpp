@@ -74,19 +74,25 @@ std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std
   return ids;
 }
 
-std::vector<int32_t> greedy_continuation(const Transformer<Cpu32>& model, const std::vector<int32_t>& prompt,
+template <class E>
+std::vector<int32_t> greedy_continuation(const Transformer<E>& model, const std::vector<int32_t>& prompt,
                                          int max_new) {
   const int V = model.config().vocab;
-  Decoder<Cpu32> dec(model, 1, int(prompt.size()) + max_new);
-  const float* logits = nullptr;  // (1, V)
-  for (int32_t token : prompt) logits = dec.step(&token);
+  Decoder<E> dec(model, 1, int(prompt.size()) + max_new);
+  std::vector<float> logits(V);  // (1, V) on the host
+  auto step = [&](int32_t token) { E::download(logits.data(), dec.step(&token), size_t(V)); };
+  for (int32_t token : prompt) step(token);
   std::vector<int32_t> out;
   for (int i = 0; i < max_new; ++i) {
-    const int32_t next = int32_t(std::max_element(logits, logits + V) - logits);  // lowest on ties
-    out.push_back(next);
-    if (i + 1 < max_new) logits = dec.step(&next);
+    out.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    if (i + 1 < max_new) step(out.back());
   }
   return out;
 }
+template std::vector<int32_t> greedy_continuation<Cpu32>(const Transformer<Cpu32>&, const std::vector<int32_t>&, int);
+#if PATHBENCH_HAVE_CUDA
+template std::vector<int32_t> greedy_continuation<CudaEngine>(const Transformer<CudaEngine>&,
+                                                              const std::vector<int32_t>&, int);
+#endif
 
 }  // namespace pb

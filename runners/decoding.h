@@ -1,5 +1,5 @@
 // Evaluation and generation by token-by-token decoding (models/decoder.h): `pathbench eval
-// --decode` (any engine) and `pathbench generate` (CPU engine).
+// --decode` and `pathbench generate`, on any engine.
 #pragma once
 #include <string>
 #include <vector>
@@ -25,8 +25,9 @@ std::vector<int32_t> parse_prompt(const std::string& line, const std::vector<std
                                   const std::string& where);
 
 // The greedy continuation of `prompt` (non-empty): `max_new` tokens, each the argmax of the logits
-// after the previous one.
-std::vector<int32_t> greedy_continuation(const Transformer<Cpu32>& model, const std::vector<int32_t>& prompt,
+// after the previous one (the lowest id on ties). Instantiated for Cpu32 (and CudaEngine when built).
+template <class E>
+std::vector<int32_t> greedy_continuation(const Transformer<E>& model, const std::vector<int32_t>& prompt,
                                          int max_new);
 
 }  // namespace pb

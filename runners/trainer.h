@@ -121,8 +121,8 @@ void load_params(Transformer<E>& model, const TensorMap& m, const std::string& p
 
 // "cpu" or "cuda" for --device auto|cpu|cuda (auto: the GPU when this build and machine have
 // one), after selecting the engine's settings (CPU threads; the calling thread's GPU precision).
-// pb::Error when cuda is asked for and unavailable, --gpus asks for more devices than are
-// visible, or --precision is not fp32 on the CPU.
+// pb::Error for another device name, when cuda is asked for and unavailable, when --gpus asks for
+// more devices than are visible, or when --precision is not fp32 on the CPU.
 std::string select_device(const TrainConfig& cfg);
 
 // Calls f(E{}) with the engine of a device name from select_device().

@@ -3,18 +3,22 @@
 // kernels' 8 warps, decode_attention also on long caches that it splits into several key slices
 // (the last one shorter), twice for the same bits; then, for every registered encoding, the CUDA
 // decoder's logits at every position against the double CPU model's parallel forward and against
-// the CUDA parallel forward; and `eval --decode --device cuda` against `eval --device cuda`.
+// the CUDA parallel forward; `eval --decode --device cuda` against `eval --device cuda`; and
+// `generate --device cuda` against `generate` on the CPU.
 //
 // Tolerances (tests/README.md): ops at the fp32 forward policy, relative RMS ≤ 1e-5 and
 // elementwise |got − want| ≤ 1e-5·(|want| + RMS(want)), kv_append exact, rope 1e-6 like the
 // parallel rope. Whole-model logits: relative RMS ≤ 1e-4 per position, the float-vs-parallel
 // bound of tests/test_decode.cpp (two layers of weights ×4 amplify fp32 rounding). The CLI rows:
 // equal acc, seq_acc and seq_errors, loss within 1e-5 relative, as the parallel `eval --device
-// cuda` against `--device cpu` in test_cuda_model.cpp.
+// cuda` against `--device cpu` in test_cuda_model.cpp. generate: the same tokens until the first
+// that differs, and there the CPU's logits of the two tokens within 1e-4 of each other (a near tie
+// that fp32 rounding may break either way); the rest of that line is not compared.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,6 +26,7 @@
 #include "kernels/cuda/ops.h"
 #include "kernels/ops.h"
 #include "models/decoder.h"
+#include "runners/decoding.h"
 #include "tests/check.h"
 #include "tests/cli.h"
 #include "tests/cuda_check.h"
@@ -248,4 +253,52 @@ TEST_CASE("cli: bench decode --device cuda prints a line per encoding and length
                            "bench decode pe=sba T=40 ", "bench decode pe=sba T=77 "})
     CHECK(r.out.find(want) != std::string::npos);
   CHECK(r.out.find("key_update_us=") != std::string::npos);
+}
+
+TEST_CASE("cli: generate --device cuda continues prompts as generate on the CPU", "[cuda][decode][cli]") {
+  for (const char* pe : {"rope", "path", "path_fox:block=3,w_rank=4", "sba"}) {
+    INFO(pe);
+    const TempDir tmp("cuda_generate");
+    const std::string run = tmp.file("run"), prompts = tmp.file("prompts.txt");
+    REQUIRE(run_pathbench(fmt::format("train --task flipflop:len=24 --pe {} --layers 2 --d-model 32 --heads 2 "
+                                      "--steps 60 --batch 8 --lr 3e-3 --eval-n 16 --device cpu --out {}",
+                                      pe, run)).code == 0);
+    const std::vector<std::string> lines = {"w 1 i i r", "w 0", "i 1 w 0 i i r i r w 1 r"};
+    write_file_atomic(prompts, lines[0] + "\n" + lines[1] + "\n" + lines[2] + "\n");
+    const auto gen = [&](const char* device) {
+      const auto r = run_pathbench(fmt::format("generate --run {} --prompts {} --max-new 9 --device {}", run,
+                                               prompts, device));
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      return r.out;
+    };
+    std::istringstream cpu_out(gen("cpu")), gpu_out(gen("cuda"));
+    const TrainConfig cfg = read_run_config(run);
+    const auto task = make_task(cfg.task);
+    Transformer<Cpu32> model(model_config(cfg, *task), cfg.seed);
+    load_checkpoint(model, run + "/model.safetensors");
+    const std::vector<std::string> vocab = task->vocab();
+    for (const auto& prompt : lines) {
+      std::string want_line, got_line;
+      REQUIRE(std::getline(cpu_out, want_line));
+      REQUIRE(std::getline(gpu_out, got_line));
+      std::istringstream want_words(want_line.substr(want_line.find('|') + 1)),
+          got_words(got_line.substr(got_line.find('|') + 1));
+      CHECK(got_line.substr(0, got_line.find('|')) == prompt + " ");
+      std::vector<int32_t> seq = parse_prompt(prompt, vocab, "prompt");
+      for (std::string want, got; want_words >> want;) {
+        REQUIRE(got_words >> got);
+        if (got != want) {  // allowed only at a near tie of the CPU's logits
+          std::vector<int32_t> targets(seq.size(), -1);
+          model.forward(seq.data(), targets.data(), 1, int(seq.size()));
+          const float* row = model.logits() + (seq.size() - 1) * vocab.size();  // (V)
+          const auto id = [&](const std::string& w) { return size_t(std::find(vocab.begin(), vocab.end(), w) - vocab.begin()); };
+          INFO(prompt << ": CPU " << want << ", CUDA " << got);
+          CHECK(std::abs(row[id(want)] - row[id(got)]) <= 1e-4 * (1 + std::abs(row[id(want)])));
+          break;
+        }
+        seq.push_back(parse_prompt(want, vocab, "token")[0]);
+      }
+    }
+  }
 }

@@ -210,8 +210,13 @@ TEST_CASE("generate and eval --decode refuse bad input with one line", "[decode]
   test::check_refused(fmt::format("generate --run {} --prompts {}", run, tmp.file("missing.txt")), "missing.txt");
   test::check_refused(fmt::format("generate --run {}/nothing --prompts {}", run, prompts("ok.txt", "w 1 r\n")),
                       "config.json");
-  if (cuda_device_count() == 0)  // with a GPU, tests/test_cuda_decode.cpp runs it
+  if (cuda_device_count() == 0) {  // with a GPU, tests/test_cuda_decode.cpp runs them
     test::check_refused(fmt::format("eval --run {} --decode --device cuda", run), "--device cuda: ");
+    test::check_refused(fmt::format("generate --run {} --prompts {} --device cuda", run, prompts("ok.txt", "w 1 r\n")),
+                        "--device cuda: ");
+  }
+  test::check_refused(fmt::format("generate --run {} --prompts {} --device tpu", run, prompts("ok.txt", "w 1 r\n")),
+                      "--device must be auto, cpu or cuda, got 'tpu'");
   test::check_refused("bench decode --device tpu", "--device must be auto, cpu or cuda, got 'tpu'");
   test::check_refused("bench decode --prefix-max-len 0", "--prefix-max-len needs a positive integer, got 0");
 }
