@@ -1,7 +1,9 @@
 // `pathbench collect RUNS_DIR -o OUT_DIR`: every run directory below RUNS_DIR (one holding
 // config.json or result.json) becomes a row of runs.csv; per split and evaluated task, the last
 // evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
-// history.csv; the per-sequence error counts of those last evaluations rows of seqstats.csv.
+// history.csv, except that a later evaluation of the same split, task and step replaces an earlier
+// one (the final evaluation of a run stopped at a periodic one); the per-sequence error counts of
+// those last evaluations rows of seqstats.csv.
 // Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
 // result.json an object with a status and numeric measurements, config.json an object with task
 // and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
@@ -192,6 +194,7 @@ void collect_run(const fs::path& dir, Tables& t) {
   };
   // Last evaluation per (split, task): the highest step, the later line on a tie.
   std::map<std::pair<std::string, std::string>, json> last;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> history_at;  // (split, task, step) -> row
   const std::string evals = (dir / "eval.jsonl").string();
   if (fs::exists(evals)) {
     const std::string text = read_file(evals);
@@ -217,7 +220,10 @@ void collect_run(const fs::path& dir, Tables& t) {
       } catch (const Error& err) {
         fail("{}: {}", where, err.what());
       }
-      t.history.push_back(eval_row(e, field(e, "split"), task));
+      Row row = eval_row(e, field(e, "split"), task);
+      const auto [slot, fresh_step] = history_at.try_emplace({row["split"], task, row["step"]}, t.history.size());
+      if (fresh_step) t.history.push_back(std::move(row));
+      else t.history[slot->second] = std::move(row);
       auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);
       if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
     }

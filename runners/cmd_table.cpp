@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "core/error.h"
@@ -72,8 +73,11 @@ struct CellWriter {
     bootstrap = !stats.empty();
     for (size_t r : rows) bootstrap = bootstrap && row_hist(csv, stats, r) != nullptr;
   }
+  // 4 significant digits; whole numbers (a step) in full, not as 1.6e+04.
   std::string value(double v) const {
-    return fraction ? fmt::format("{:.3f}", v) : fmt::format("{:.4g}", v * scale);
+    if (fraction) return fmt::format("{:.3f}", v);
+    const double x = v * scale;
+    return std::abs(x) < 1e15 && x == std::round(x) ? fmt::format("{:.0f}", x) : fmt::format("{:.4g}", x);
   }
   std::string caption() const {
     if (o.per_seed) return "per seed (s<seed> value)";

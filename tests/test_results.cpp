@@ -298,6 +298,7 @@ TEST_CASE("table: nested bootstrap intervals from seqstats.csv, bounds for zero 
              Contains("| rope | 20 [") && Contains("| path | < 0.015 (0 of 20000, n=2) |"));
   CHECK_THAT(cli({"table", csv, "--metric", "error_rate", "--per-seed"}),
              Contains("| rope | s0 0.1, s1 0.3 |") && Contains("| path | s0 0, s1 0 |"));
+  CHECK_THAT(cli({"table", csv, "--metric", "n", "--per-seed"}), Contains("| rope | s0 10000, s1 10000 |"));  // not 1e+04
   // A run without counts: the whole table falls back to mean ± sd.
   q.rows.pop_back();
   pb::write_file_atomic(seqs, pb::write_csv(q));
@@ -513,6 +514,8 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
                         "{\"step\": 10, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
+                        "\"acc\": 0.8, \"seq_acc\": 0.4, \"n\": 50, \"n_seqs\": 5}\n"  // periodic, then the final
+                        "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10, "
                         "\"seq_errors\": [[0, 10, 5], [2, 10, 5]]}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=16,p_ignore=0.8\", \"len\": 16, "
@@ -558,12 +561,14 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
   CHECK(get(runs, 0, "stopped_at_step").empty());
   CHECK(get(runs, 0, "eval_s") == "0.5");
   CHECK(get(runs, 0, "precision").empty());  // a config written before the option existed
-  const pb::Csv history = pb::read_csv(out + "/history.csv");  // every evaluation, in file order
+  // Every evaluation in file order, the later of two at one step (split, task) replacing the earlier.
+  const pb::Csv history = pb::read_csv(out + "/history.csv");
   REQUIRE(history.rows.size() == 3);
   CHECK(history.header == evals.header);
   CHECK(get(history, 0, "step") == "10");
   CHECK(get(history, 0, "acc") == "0.5");
   CHECK(get(history, 0, "error_rate") == "0.5");
+  CHECK(get(history, 1, "acc") == "0.9");
   CHECK(get(history, 2, "len") == "16");
   // The per-sequence counts of the last evaluations that have them, one row per evaluation.
   const pb::Csv seqs = pb::read_csv(out + "/seqstats.csv");
