@@ -2,7 +2,8 @@
 // generalisation; any other change of the spec is refused). Prints one JSON line per split on
 // stdout and appends the rows to the run's eval.jsonl. --decode evaluates token by token with the
 // KV cache (runners/decoding.h; on the CPU engine unless --device cuda), its rows marked
-// "decode": true; --errors lists the sequences the (parallel) evaluation got wrong.
+// "decode": true; --errors lists the sequences the (parallel) evaluation got wrong. It holds the
+// run's lock (runners/run_dir.h) while it reads the checkpoint and appends to eval.jsonl.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "runners/commands.h"
 #include "runners/csv.h"
 #include "runners/decoding.h"
+#include "runners/run_dir.h"
 #include "runners/trainer.h"
 
 namespace pb {
@@ -76,6 +78,7 @@ void add_eval_command(CLI::App& app) {
                 "parallel forward)");
   cmd->callback([o] {
     TrainConfig cfg = read_run_config(o->run);
+    const RunLock lock = RunLock::take(o->run, "pathbench eval");  // not while a train or sweep writes it
     const auto task = make_task(o->task.empty() ? cfg.task : o->task);
     check_eval_task(make_task(cfg.task)->spec(), task->spec());
     if (o->n < 0 || o->n > kMaxEvalN) fail("--n must be in [1, {}], got {}", kMaxEvalN, o->n);

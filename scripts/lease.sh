@@ -8,6 +8,11 @@
 #                                               survives the command that started it; no run starts
 #                                               after DRAIN_AFTER s
 #   scripts/lease.sh status SWEEP               the sweep's last log lines and its runs by state
+#   scripts/lease.sh snapshot SWEEP             packs the finished runs' records into
+#                                               results/SWEEP/records.tgz while the sweep goes on:
+#                                               copy it off the machine at the end of every command,
+#                                               so that a machine lost between commands loses only
+#                                               the runs in flight
 #   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
 #                                               (SIGTERM: runs in flight stay pending and rerun next
 #                                               time), packs the run records (no checkpoints) into
@@ -19,9 +24,14 @@ cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
 cmd=${1:-}
 s=${2:-}
-[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
+[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
 log=runs/$s.log pidfile=runs/$s.pid
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# The run records (no checkpoints) into results/SWEEP/records.tgz, atomically.
+pack() {
+  mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
+  tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
+}
 
 case $cmd in
   start)
@@ -44,9 +54,9 @@ case $cmd in
       for ((i = 0; i < 60 && $(running && echo 1 || echo 0); ++i)); do sleep 1; done
     fi
     tail -3 "$log"
-    mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
-    tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
+    pack
     "$PB" collect runs/"$s" -o results/"$s"
     ;;
-  *) echo "usage: scripts/lease.sh start|status|finish SWEEP [S]" >&2; exit 2 ;;
+  snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
+  *) echo "usage: scripts/lease.sh start|status|snapshot|finish SWEEP [S]" >&2; exit 2 ;;
 esac

@@ -25,13 +25,13 @@ class Mqrar final : public Task {
     if (int64_t(n_keys_) * n_back_ > (1 << 24))
       fail("task 'mqrar': n_keys × n_back = {} values per example's history; at most {}", int64_t(n_keys_) * n_back_,
            1 << 24);
-    stream_ = {stream_id("train"), stream_id("val")};
+    stream_ = {stream_id("train"), stream_id("val"), stream_id("test")};
   }
 
   const Spec& spec() const override { return spec_; }
   int seq_len() const override { return len_; }
   int vocab_size() const override { return n_keys_ + n_values_; }
-  std::vector<std::string> splits() const override { return {"train", "val"}; }
+  std::vector<std::string> splits() const override { return {"train", "val", "test"}; }
 
   std::vector<std::string> vocab() const override {
     std::vector<std::string> v;
@@ -68,7 +68,7 @@ class Mqrar final : public Task {
  private:
   Spec spec_;
   int len_ = 0, n_keys_ = 0, n_values_ = 0, n_back_ = 0;
-  std::array<uint32_t, 2> stream_{};
+  std::array<uint32_t, 3> stream_{};  // train, val, test
 };
 
 }  // namespace

@@ -163,7 +163,8 @@ TEST_CASE("standard streams: stdout write errors are reported, a closed stderr i
   CHECK_THAT(pb::read_file(tmp.file("out")), Contains("flipflop"));
 }
 
-TEST_CASE("train --out: locked, finished or foreign directories are refused, --overwrite forces", "[safety][cli]") {
+TEST_CASE("train --out: locked, finished or foreign directories are refused, --overwrite forces, eval --run "
+          "takes the lock too", "[safety][cli]") {
   const TempDir tmp("trainout");
   const std::string run = tmp.file("run");
   {
@@ -173,6 +174,14 @@ TEST_CASE("train --out: locked, finished or foreign directories are refused, --o
     CHECK_FALSE(fs::exists(run + "/config.json"));
   }
   REQUIRE(run_pathbench(kTrain + " --out " + run).code == 0);
+  {  // eval appends to the run's eval.jsonl: not while another process holds the run
+    const pb::RunLock held = pb::RunLock::try_take(run, "the test");
+    REQUIRE(held.held());
+    const std::string evals = pb::read_file(run + "/eval.jsonl");
+    check_error(run_pathbench("eval --run " + run + " --n 8"), "is in use by the test (pid");
+    CHECK(pb::read_file(run + "/eval.jsonl") == evals);
+  }
+  REQUIRE(run_pathbench("eval --run " + run + " --n 8").code == 0);
   const std::string first = pb::read_file(run + "/meta.json");
   check_error(run_pathbench(kTrain + " --out " + run), "holds a finished run (status ok, run ");
   CHECK(pb::read_file(run + "/meta.json") == first);
