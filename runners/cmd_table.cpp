@@ -1,7 +1,8 @@
 // `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, per (row, column) cell the
 // mean over seeds with their number and either ± sd or, from seqstats.csv, a nested bootstrap
 // interval (docs/statistics.md), or each seed's value (--per-seed); with --min-layers T the
-// smallest depth whose mean (or any / every seed) reaches T. With --best-over KEY, KEY is chosen
+// smallest depth whose mean (or any / every seed) reaches T, depths skipped by the adaptive depth
+// search counting as passed (fill_skipped_depths). With --best-over KEY, KEY is chosen
 // once per row (and column, unless the columns are the splits) on the selection split
 // --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
@@ -109,8 +110,56 @@ struct CellWriter {
   }
 };
 
+// What --min-layers makes of the adaptive depth search (docs/sweeps.md), which runs a configuration
+// (a row, column, seed and --best-over value) only up to the first depth that meets its rule. A
+// configuration whose deepest run reaches `threshold` on `metric` of `split` counts at every
+// deeper depth of its cell with that run's rows (all splits), as the search assumes: a depth that
+// solves the task is not followed by one that fails it. Returns the (configuration, depth) pairs
+// so filled and the configurations that end below the threshold before their cell's deepest
+// depth (pending or failed runs: those depths average fewer seeds).
+struct DepthFill {
+  size_t filled = 0, short_of = 0;
+};
+DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
+                              const std::string& metric, const std::string& split, double threshold) {
+  config.push_back("seed");
+  const size_t lc = csv.column("layers"), mc = csv.column(metric);
+  const bool splits = csv.has("split");
+  using Depths = std::map<double, std::vector<size_t>>;  // depth -> the configuration's rows there
+  std::map<std::vector<std::string>, Depths> configs;
+  std::map<std::vector<std::string>, std::map<double, std::string>> cells;  // (row, column) -> depths
+  for (size_t r : rows) {
+    std::vector<std::string> key;
+    for (const auto& c : config) key.push_back(csv.rows[r][csv.column(c)]);
+    const double depth = number(csv.rows[r][lc], "layers");
+    configs[key][depth].push_back(r);
+    cells[{key[0], key[1]}][depth] = csv.rows[r][lc];
+  }
+  DepthFill out;
+  for (const auto& [key, depths] : configs) {
+    const auto& [deepest, at] = *depths.rbegin();
+    const auto& cell = cells[{key[0], key[1]}];
+    if (cell.rbegin()->first == deepest) continue;
+    double value = -1;  // the table's metric at the deepest run, on its split
+    for (size_t r : at)
+      if ((!splits || csv.rows[r][csv.column("split")] == split) && !csv.rows[r][mc].empty())
+        value = number(csv.rows[r][mc], metric);
+    if (!(value >= threshold)) {
+      ++out.short_of;
+      continue;
+    }
+    for (auto d = cell.upper_bound(deepest); d != cell.end(); ++d, ++out.filled)
+      for (size_t r : at) {
+        auto row = csv.rows[r];
+        row[lc] = d->second;
+        csv.rows.push_back(std::move(row));
+      }
+  }
+  return out;
+}
+
 void run_table(TableOptions o) {
-  const Csv csv = read_csv(o.csv);
+  Csv csv = read_csv(o.csv);
   const bool min_layers = o.min_layers_opt->count() > 0;
   // The task's own length (collect's task_len; len counts tokens, one more with a BOS).
   if (min_layers && o.cols_opt->count() == 0) o.cols = csv.has("task_len") ? "task_len" : "len";
@@ -130,6 +179,12 @@ void run_table(TableOptions o) {
   }
   for (const auto* c : {&o.rows, &o.cols, &o.metric}) csv.column(*c);
   if (!o.best_over.empty()) csv.column(o.best_over);
+  DepthFill fill;
+  if (min_layers && csv.has("seed") && o.rows != "layers" && o.cols != "layers") {
+    std::vector<std::string> config = {o.rows, o.cols};
+    if (!o.best_over.empty()) config.push_back(o.best_over);
+    fill = fill_skipped_depths(csv, select_rows(csv, user_where), config, o.metric, split, o.min_layers);
+  }
   auto rows = select_rows(csv, o.where);
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);
   const bool lower = o.metric.find("error") != std::string::npos || o.metric.find("loss") != std::string::npos;
@@ -179,6 +234,13 @@ void run_table(TableOptions o) {
     const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
     caption = fmt::format("smallest layers where {} {} ≥ {} (— none; — (cap): none, and a run of the deepest "
                           "depth ended at its step budget, so budget-limited; blank: no runs)", who, caption, o.min_layers);
+    if (fill.filled)
+      caption += fmt::format("; {} deeper depths of configurations (seed, {}) that reached it were not run (the "
+                             "depth search) and count with the values of the depth that reached it",
+                             fill.filled, o.best_over.empty() ? "row, column" : o.best_over + ", row, column");
+    if (fill.short_of)
+      caption += fmt::format("; {} configurations end below it before their cell's deepest depth (pending or "
+                             "failed runs), so deeper depths average fewer seeds", fill.short_of);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
     auto by_cell = cell_rows(csv, rows, {o.rows, o.cols}, o.metric);

@@ -1,0 +1,59 @@
+// table --min-layers on the results of an adaptive depth search (docs/sweeps.md): a configuration
+// is run only up to the first depth that meets the search's rule, so its deeper depths are missing
+// by design. They count with the values of the depth that passed; a configuration that ends below
+// the threshold early (pending or failed runs) is counted in the caption, not filled.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "core/io.h"
+#include "runners/csv.h"
+
+using Catch::Matchers::Contains;
+using pb::test::run_pathbench;
+
+namespace {
+
+std::string table(const std::string& csv, const std::string& extra) {
+  const auto r = run_pathbench("table " + csv + " --split test --metric seq_acc --min-layers 0.9" + extra);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return r.out;
+}
+
+}  // namespace
+
+TEST_CASE("table --min-layers: depths the depth search skipped count as passed", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers");
+  const std::string csv = tmp.file("evals.csv");
+  pb::Csv c;
+  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+  // (pe, layers, seed, seq_acc on val and test): path seed 0 passes at 1 layer, so the search ran
+  // no deeper; seed 1 passes at 3. rope seed 0 stops at 1 layer below the threshold (pending).
+  const std::vector<std::vector<std::string>> runs = {
+      {"path", "1", "0", "0.95"}, {"path", "1", "1", "0.5"}, {"path", "2", "1", "0.86"}, {"path", "3", "1", "0.95"},
+      {"rope", "1", "0", "0.4"},  {"rope", "1", "1", "0.5"}, {"rope", "2", "1", "0.95"}};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3]});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+
+  // path at 2 layers: seed 0's 0.95 (filled from 1 layer) and seed 1's 0.86, mean 0.905. Without
+  // the fill the mean would be seed 1's alone, 0.86, and the answer 3.
+  const std::string mean = table(csv, "");
+  CHECK_THAT(mean, Contains("| path | 2 |") && Contains("| rope | 2 |"));
+  CHECK_THAT(mean, Contains("; 2 deeper depths of configurations (seed, row, column) that reached it were not run"));
+  CHECK_THAT(mean, Contains("; 1 configurations end below it before their cell's deepest depth"));
+  CHECK_THAT(table(csv, " --min-layers-by all"), Contains("| path | 3 |"));
+  CHECK_THAT(table(csv, " --min-layers-by any"), Contains("| path | 1 |"));
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 |") && Contains("(seed, lr, row, column)"));
+
+  // A configuration that reached the threshold at its cell's deepest depth leaves nothing to fill.
+  c.rows.resize(8);  // path only
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| path | 2 |") && Contains("2 deeper depths"));
+  c.rows.resize(2);  // path seed 0 at 1 layer alone
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| path | 1 |") && !Contains("deeper depths"));
+}
