@@ -17,9 +17,10 @@
 #                                         results to results/conversion[-a5]/. Resumable: rerun after an
 #                                         interruption; finished runs are skipped, pending ones resume.
 #   scripts/conversion.sh [EXP] --smoke   the same pipeline on the CPU at tiny sizes (steps / 500,
-#                                         flip-flop length 16, A5 length 4 at width 32, 64 evaluation
-#                                         sequences), into runs/conversion[-a5]-smoke* (results too):
-#                                         about a minute on 2 shared cores
+#                                         flip-flop length 16, A5 length 4 at width 32 and stopping
+#                                         at val acc >= 0.2, so that some runs stop early, 64
+#                                         evaluation sequences), into runs/conversion[-a5]-smoke*
+#                                         (results too): 3-10 s on 2 cores (CTest conversion_smoke)
 #   scripts/conversion.sh [EXP] --tables [DIR]   only rebuilds DIR's (default: the results folder)
 #                                         tables.md and curves-*.svg from its CSVs, on any machine
 #                                         (byte-identical: the bootstrap is seeded); the conversion runs
@@ -101,7 +102,7 @@ elif [ "${1:-}" = "--smoke" ]; then
   for s in $SWEEPS; do
     sed -e 's/^device = "cuda"/device = "cpu"/; s/^precision = "bf16"/precision = "fp32"/; s/len=512/len=16/' \
         -e 's/group=a5,len=8/group=a5,len=4/; s/^d_model = 256/d_model = 32/; s/^heads = 8/heads = 2/' \
-        -e 's/^batch = 128/batch = 16/; s/^patience = .*/patience = 4/' \
+        -e 's/^batch = 128/batch = 16/; s/^patience = .*/patience = 4/; s/^stop_at = .*/stop_at = "val:acc>=0.2"/' \
         -e 's/^eval_every = .*/eval_every = 5/; s/^eval_every_n = .*/eval_every_n = 32/; s/^eval_n = .*/eval_n = 64/' \
         -e 's/^eval_sizes = .*/eval_sizes = "val_sparse=128"/; s/^warmup = .*/warmup = 2/' \
         -e "s#runs/$NAME-sources#$SOURCES#" "sweeps/$s.toml" |
