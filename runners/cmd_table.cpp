@@ -1,10 +1,10 @@
 // `pathbench table CSV`: a Markdown pivot of a collect CSV on stdout, per (row, column) cell the
 // mean over seeds with their number and either ± sd or, from seqstats.csv, a nested bootstrap
 // interval (docs/statistics.md), or each seed's value (--per-seed); with --min-layers T the
-// smallest depth whose mean (or any / every seed) reaches T, depths skipped by the adaptive depth
-// search counting as passed (fill_skipped_depths). With --best-over KEY, KEY is chosen
-// once per row (and column, unless the columns are the splits) on the selection split
-// --select-on, and every cell reports that choice.
+// smallest depth whose mean (or any / every seed; each seed's with --per-seed) reaches T, depths
+// skipped by the adaptive depth search counting as passed (fill_skipped_depths). With
+// --best-over KEY, KEY is chosen once per row (and column, unless the columns are the splits) on
+// the selection split --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -215,9 +215,34 @@ void run_table(TableOptions o) {
       }
       return cap;
     };
+    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 —".
+    const auto by_depth = cell_rows(csv, rows, {o.rows, o.cols, "layers"}, o.metric);
+    auto seeds_cell = [&](const std::string& r, const std::string& c) {
+      const size_t sc = csv.column("seed"), mc = csv.column(o.metric);
+      std::map<std::string, std::string> first;  // seed -> its smallest passing depth ("" if none)
+      std::vector<std::string> seeds;
+      for (const auto& [key, at] : by_depth) {
+        if (key[0] != r || key[1] != c) continue;
+        for (size_t i : at) {
+          const auto [it, fresh] = first.try_emplace(csv.rows[i][sc]);
+          if (fresh) seeds.push_back(csv.rows[i][sc]);
+          if (it->second.empty() && !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers)
+            it->second = key[2];
+        }
+      }
+      std::sort(seeds.begin(), seeds.end(), [](const auto& a, const auto& b) { return value_less("seed", a, b); });
+      std::string out;
+      for (const auto& seed : seeds)
+        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, first[seed].empty() ? "—" : first[seed]);
+      return out;
+    };
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
+        if (o.per_seed) {
+          table.back().second.push_back(seeds_cell(r, c));
+          continue;
+        }
         std::string cell;
         for (const auto& [key, st] : cells) {
           if (key[0] != r || key[1] != c) continue;
@@ -232,15 +257,18 @@ void run_table(TableOptions o) {
       }
     }
     const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
-    caption = fmt::format("smallest layers where {} {} ≥ {} (— none; — (cap): none, and a run of the deepest "
-                          "depth ended at its step budget, so budget-limited; blank: no runs)", who, caption, o.min_layers);
+    caption = o.per_seed ? fmt::format("smallest layers where each seed's {} ≥ {} (s<seed> depth; — none)", caption,
+                                       o.min_layers)
+                         : fmt::format("smallest layers where {} {} ≥ {} (— none; — (cap): none, and a run of the "
+                                       "deepest depth ended at its step budget, so budget-limited; blank: no runs)",
+                                       who, caption, o.min_layers);
     if (fill.filled)
       caption += fmt::format("; {} deeper depths of configurations (seed, {}) that reached it were not run (the "
                              "depth search) and count with the values of the depth that reached it",
                              fill.filled, o.best_over.empty() ? "row, column" : o.best_over + ", row, column");
     if (fill.short_of)
       caption += fmt::format("; {} configurations end below it before their cell's deepest depth (pending or "
-                             "failed runs), so deeper depths average fewer seeds", fill.short_of);
+                             "failed runs): their deeper depths are missing, not filled", fill.short_of);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
     auto by_cell = cell_rows(csv, rows, {o.rows, o.cols}, o.metric);
@@ -280,7 +308,8 @@ void add_table_command(CLI::App& app) {
                   "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...]: pinned columns (e.g. len=512) are "
                   "chosen once for all their values")
       ->capture_default_str();
-  cmd->add_flag("--per-seed", o->per_seed, "list each seed's value in every cell instead of the mean");
+  cmd->add_flag("--per-seed", o->per_seed,
+                "list each seed's value in every cell instead of the mean (with --min-layers: each seed's depth)");
   cmd->add_flag("--percent", o->percent, "print values × 100");
   o->min_layers_opt = cmd->add_option("--min-layers", o->min_layers,
                                       "print the smallest layers whose mean metric reaches this value");

@@ -48,6 +48,10 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   CHECK_THAT(table(csv, " --min-layers-by all"), Contains("| path | 3 |"));
   CHECK_THAT(table(csv, " --min-layers-by any"), Contains("| path | 1 |"));
   CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 |") && Contains("(seed, lr, row, column)"));
+  // Each seed's own smallest depth; rope's seed 0 has none.
+  const std::string seeds = table(csv, " --per-seed");
+  CHECK_THAT(seeds, Contains("*smallest layers where each seed's seq_acc on test ≥ 0.9 (s<seed> depth; — none)"));
+  CHECK_THAT(seeds, Contains("| path | s0 1, s1 3 |") && Contains("| rope | s0 —, s1 2 |"));
 
   // A configuration that reached the threshold at its cell's deepest depth leaves nothing to fill.
   c.rows.resize(8);  // path only
