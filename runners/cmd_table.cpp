@@ -116,21 +116,24 @@ struct CellWriter {
 // deeper depth of its cell with that run's rows (all splits), as the search assumes: a depth that
 // solves the task is not followed by one that fails it. Returns the (configuration, depth) pairs
 // so filled and the configurations that end below the threshold before their cell's deepest
-// depth (pending or failed runs: those depths average fewer seeds).
+// depth (pending or failed runs: their deeper depths stay missing).
 struct DepthFill {
   size_t filled = 0, short_of = 0;
 };
 DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
                               const std::string& metric, const std::string& split, double threshold) {
   config.push_back("seed");
+  std::vector<size_t> cc;  // the configuration's columns
+  for (const auto& c : config) cc.push_back(csv.column(c));
   const size_t lc = csv.column("layers"), mc = csv.column(metric);
   const bool splits = csv.has("split");
+  const size_t sc = splits ? csv.column("split") : 0;
   using Depths = std::map<double, std::vector<size_t>>;  // depth -> the configuration's rows there
   std::map<std::vector<std::string>, Depths> configs;
   std::map<std::vector<std::string>, std::map<double, std::string>> cells;  // (row, column) -> depths
   for (size_t r : rows) {
     std::vector<std::string> key;
-    for (const auto& c : config) key.push_back(csv.rows[r][csv.column(c)]);
+    for (size_t c : cc) key.push_back(csv.rows[r][c]);
     const double depth = number(csv.rows[r][lc], "layers");
     configs[key][depth].push_back(r);
     cells[{key[0], key[1]}][depth] = csv.rows[r][lc];
@@ -142,7 +145,7 @@ DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::ve
     if (cell.rbegin()->first == deepest) continue;
     double value = -1;  // the table's metric at the deepest run, on its split
     for (size_t r : at)
-      if ((!splits || csv.rows[r][csv.column("split")] == split) && !csv.rows[r][mc].empty())
+      if ((!splits || csv.rows[r][sc] == split) && !csv.rows[r][mc].empty())
         value = number(csv.rows[r][mc], metric);
     if (!(value >= threshold)) {
       ++out.short_of;

@@ -293,6 +293,11 @@ void check_eval_task(const Spec& trained, const Spec& eval) {
   }
 }
 
+void check_device_name(const std::string& device) {
+  if (device != "auto" && device != "cpu" && device != "cuda")
+    fail("--device must be auto, cpu or cuda, got '{}'", device);
+}
+
 void resolve(TrainConfig& c) {
   const auto task = make_task(c.task);  // checks the task's parameters (tasks/*.cpp)
   c.task = task->spec().canonical();
@@ -321,8 +326,7 @@ void resolve(TrainConfig& c) {
   if (c.threads < 0 || c.threads > max_threads)
     fail("--threads must be in [0, {}] (4 × this machine's {} hardware threads; 0: all), got {}", max_threads,
          max_threads / 4, c.threads);
-  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
-    fail("--device must be auto, cpu or cuda, got '{}'", c.device);
+  check_device_name(c.device);
   if (c.eval_batch < 0) fail("--eval-batch must be >= 0, got {}", c.eval_batch);
   if (c.checkpoint_every < 0) fail("--checkpoint-every must be >= 0, got {}", c.checkpoint_every);
   resolve_stopping(c);

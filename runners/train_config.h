@@ -101,6 +101,9 @@ void check_eval_split(const StopRule& rule, const std::string& task, const std::
 // put a wrong label on the row. pb::Error naming the key otherwise.
 void check_eval_task(const Spec& trained, const Spec& eval);
 
+// A pb::Error unless `device` is auto, cpu or cuda (resolve() and select_device() both check it).
+void check_device_name(const std::string& device);
+
 // Examples per split of a periodic evaluation: eval_every_n, or all eval_n when it is 0.
 inline int periodic_eval_n(const TrainConfig& c) { return c.eval_every_n ? c.eval_every_n : c.eval_n; }
 // Examples of `split` in the final evaluation: its --eval-sizes entry, else eval_n.

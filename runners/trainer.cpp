@@ -308,8 +308,7 @@ void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t f
 }
 
 std::string select_device(const TrainConfig& cfg) {
-  if (cfg.device != "auto" && cfg.device != "cpu" && cfg.device != "cuda")
-    fail("--device must be auto, cpu or cuda, got '{}'", cfg.device);
+  check_device_name(cfg.device);
   const bool gpu = cuda_built() && cuda_device_count() > 0;
   if (cfg.device == "cuda" && !cuda_built())
     fail("--device cuda: this build has no CUDA engine (build with nvcc present, -DPATHBENCH_CUDA=ON)");
