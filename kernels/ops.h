@@ -18,6 +18,16 @@ namespace pb {
 
 enum class GradMode { Overwrite, Accumulate };
 
+// Stacked runs: `count` independent models of one shape computed as one (`sweep --stack`,
+// docs/sweeps.md). Run r's copy of a parameter p lies at p + r·stride (each run's parameters are
+// one contiguous block of the flat buffer); every activation's rows split evenly over the runs, run
+// r owning the r-th 1/count of them (of the sequences, for ops over (B, T, ·)). An op that reads a
+// parameter takes a Runs, default one run; its parameter gradient goes to each run's own copy.
+struct Runs {
+  int count = 1;
+  int64_t stride = 0;  // elements between two runs' copies of a parameter
+};
+
 // ---------------------------------------------------------------------------------------------
 // Dense ops (kernels/cpu/{matmul,rmsnorm,swiglu,embedding,cross_entropy,adamw,short_conv,l2norm}.cpp)
 // The CUDA engine declares the same ops for float device pointers in kernels/cuda/ops.h.
@@ -27,7 +37,7 @@ template <class S>
 void matmul_forward(S* y,           // (N, M)
                     const S* x,     // (N, K)
                     const S* w,     // (K, M)
-                    int N, int K, int M, GradMode mode = GradMode::Overwrite);
+                    int N, int K, int M, GradMode mode = GradMode::Overwrite, Runs runs = {});
 // dx = dy wᵀ (per mode), dw += xᵀ dy.
 template <class S>
 void matmul_backward(S* dx,         // (N, K), may be null
@@ -35,7 +45,7 @@ void matmul_backward(S* dx,         // (N, K), may be null
                      const S* dy,   // (N, M)
                      const S* x,    // (N, K)
                      const S* w,    // (K, M)
-                     int N, int K, int M, GradMode mode);
+                     int N, int K, int M, GradMode mode, Runs runs = {});
 
 // y = x / sqrt(mean(x²) + eps) * g
 template <class S>
@@ -43,12 +53,12 @@ void rmsnorm_forward(S* y,          // (N, C)
                      S* rstd,       // (N)  saved
                      const S* x,    // (N, C)
                      const S* g,    // (C)
-                     int N, int C, double eps);
+                     int N, int C, double eps, Runs runs = {});
 template <class S>
 void rmsnorm_backward(S* dx,        // (N, C), per mode
                       S* dg,        // (C), +=
                       const S* dy, const S* x, const S* rstd, const S* g, int N, int C,
-                      GradMode mode);
+                      GradMode mode, Runs runs = {});
 
 // h = silu(a) ⊙ b, with a, b the two halves of the up projection: ab (N, 2F) = [a | b].
 template <class S>
@@ -64,10 +74,10 @@ template <class S>
 void embedding_forward(S* x,             // (N, C)
                        const int32_t* tokens,  // (N)
                        const S* table,   // (V, C)
-                       int N, int C);
+                       int N, int C, Runs runs = {});
 template <class S>
 void embedding_backward(S* dtable,       // (V, C), +=
-                        const S* dx, const int32_t* tokens, int N, int C);
+                        const S* dx, const int32_t* tokens, int N, int C, Runs runs = {});
 
 // Softmax cross-entropy over rows with a target (target < 0: row ignored, loss 0, no gradient).
 // loss[n] = logsumexp(logits[n]) - logits[n, target[n]]; argmax[n] = the predicted token.
@@ -77,18 +87,21 @@ void cross_entropy_forward(S* loss,             // (N)
                            const S* logits,     // (N, V)
                            const int32_t* targets,  // (N)
                            int N, int V);
-// dlogits = (softmax(logits) - onehot(target)) * scale[0] on rows with a target, 0 elsewhere.
-// scale is a one-element buffer on the op's device (so a captured CUDA graph can reuse it).
+// dlogits = (softmax(logits) - onehot(target)) * scale[r] on rows with a target (r: the row's
+// run), 0 elsewhere. scale is a buffer on the op's device (so a captured CUDA graph can reuse it).
 template <class S>
 void cross_entropy_backward(S* dlogits,         // (N, V), overwrite
-                            const S* logits, const int32_t* targets, int N, int V, const S* scale);
-// mean[0] = Σ_{target ≥ 0} loss[n] / count, scale[0] = 1 / count (both 0 when count = 0).
+                            const S* logits, const int32_t* targets, int N, int V,
+                            const S* scale,     // (runs.count)
+                            Runs runs = {});
+// Per run r: mean[r] = Σ_{target ≥ 0} loss[n] / count over its rows, scale[r] = 1 / count (both 0
+// when count = 0).
 template <class S>
-void loss_mean(S* mean,                 // (1)
-               S* scale,                // (1)
+void loss_mean(S* mean,                 // (runs.count)
+               S* scale,                // (runs.count)
                const S* loss,           // (N)
                const int32_t* targets,  // (N)
-               int N);
+               int N, Runs runs = {});
 
 // Causal depthwise convolution over time, width kShortConvWidth, then SiLU:
 //   y[b,t,c] = silu( Σ_{k<3} a[k,c] · u[b,t-k,c] ),  u[b,t<0,c] = 0
@@ -97,11 +110,11 @@ template <class S>
 void short_conv_forward(S* y,        // (B, T, C)
                         const S* u,  // (B, T, C)
                         const S* a,  // (3, C): a[k] multiplies u[t-k]
-                        int B, int T, int C);
+                        int B, int T, int C, Runs runs = {});
 template <class S>
 void short_conv_backward(S* du,      // (B, T, C), overwrite
                          S* da,      // (3, C), +=
-                         const S* dy, const S* u, const S* a, int B, int T, int C);
+                         const S* dy, const S* u, const S* a, int B, int T, int C, Runs runs = {});
 
 // Row-wise L2 normalisation: y = x / sqrt(|x|² + eps), rows of length D.
 template <class S>
@@ -135,10 +148,10 @@ void adamw_update(S* params, S* m, S* v, const S* grads, const uint8_t* decay_ma
 
 // z[n, h] += b[h]
 template <class S>
-void add_bias(S* z, const S* b, int N, int H);           // z (N, H), b (H)
+void add_bias(S* z, const S* b, int N, int H, Runs runs = {});         // z (N, H), b (H)
 // db[h] += Σ_n dz[n, h]
 template <class S>
-void bias_backward(S* db, const S* dz, int N, int H);    // db (H), dz (N, H)
+void bias_backward(S* db, const S* dz, int N, int H, Runs runs = {});  // db (H), dz (N, H)
 // y = scale · log σ(z)
 template <class S>
 void log_sigmoid_forward(S* y, const S* z, int64_t n, double scale);

@@ -7,6 +7,7 @@ namespace pb {
 template <class E>
 Decoder<E>::Decoder(const Transformer<E>& model, int B, int Tmax) : model_(model), B_(B) {
   if (B < 1) fail("decoder: batch must be >= 1, got {}", B);
+  if (model.runs() > 1) fail("decoder: a model of {} stacked runs decodes one run at a time; copy one out", model.runs());
   const ModelConfig& cfg = model.cfg_;
   const size_t C = cfg.d_model, HD = size_t(cfg.heads) * model.D_, F = cfg.ffn;
   for (const auto& l : model.layers_)

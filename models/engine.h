@@ -81,6 +81,7 @@ struct CpuEngine {
   static void upload(T* dst, const T* host, size_t n) { copy(dst, host, n); }
   template <class T>
   static void download(T* host, const T* src, size_t n) { copy(host, src, n); }
+  static void sync() {}  // waits for the work enqueued by this thread (none is left on the CPU)
 
   template <class T>
   using HostBuffer = Buffer<T>;
@@ -118,6 +119,7 @@ struct CudaEngine {
   static void upload(T* dst, const T* host, size_t n) { cuda::copy_to_device(dst, host, n * sizeof(T)); }
   template <class T>
   static void download(T* host, const T* src, size_t n) { cuda::copy_to_host(host, src, n * sizeof(T)); }
+  static void sync() { cuda::synchronize(); }  // waits for this thread's stream
 
   template <class T>
   using HostBuffer = cuda::PinnedBuffer<T>;

@@ -5,7 +5,7 @@
 namespace pb {
 
 template <class E>
-Transformer<E>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
+Transformer<E>::Transformer(const ModelConfig& cfg, const std::vector<uint64_t>& seeds) : cfg_(cfg) {
   const int C = cfg.d_model, H = cfg.heads, V = cfg.vocab, F = cfg.ffn;
   if (V < 1) fail("model: vocabulary size must be >= 1, got {}", V);
   if (cfg.layers < 0) fail("model: layers must be >= 0, got {}", cfg.layers);
@@ -35,9 +35,12 @@ Transformer<E>::Transformer(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg) {
   }
   final_norm_ = params.add("", {"final_norm", {C}, Init::Ones, false});
   head_ = params.add("", {"head", {C, V}});
-  params.allocate_and_init(seed);
-  loss_.resize(1);
-  scale_.resize(1);
+  if (seeds.size() > 1 && !encoding_entry(resolve_encoding(cfg.pe).name()).info.stacks)
+    fail("model: encoding '{}' cannot train stacked runs (its EncodingInfo says stacks = false)", cfg.pe);
+  params.allocate_and_init(seeds);
+  stack_ = {params.runs, params.run_size()};
+  loss_.resize(stack_.count);
+  scale_.resize(stack_.count);
 }
 
 template <class E>
@@ -74,11 +77,12 @@ template <class E>
 AttnInputs<typename E::Scalar> Transformer<E>::attn_inputs(Layer& l, std::vector<const S*>& p) const {
   p.clear();
   for (auto off : l.pe_params) p.push_back(params.params.data() + off);
-  return {B_, T_, {cfg_.d_model, cfg_.heads, D_}, l.h1.data(), l.q.data(), l.k.data(), l.v.data(), p};
+  return {B_, T_, {cfg_.d_model, cfg_.heads, D_}, l.h1.data(), l.q.data(), l.k.data(), l.v.data(), p, {}, stack_};
 }
 
 template <class E>
 void Transformer<E>::set_batch(const int32_t* tokens, const int32_t* targets, int B, int T) {
+  if (B % stack_.count) fail("model: a batch of {} sequences does not split over {} stacked runs", B, stack_.count);
   resize(B, T);
   E::upload(tokens_.data(), tokens, size_t(B) * T);
   E::upload(targets_.data(), targets, size_t(B) * T);
@@ -120,33 +124,33 @@ void Transformer<E>::run_forward() {
   const int B = B_, T = T_, N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* x0 = layers_.empty() ? x_final_.data() : layers_[0].x.data();
-  E::embedding_forward(x0, tokens_.data(), P + embed_, N, C);  // x = E[token]
+  E::embedding_forward(x0, tokens_.data(), P + embed_, N, C, stack_);  // x = E[token]
   std::vector<const S*> pe_params;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& l = layers_[i];
     S* out = i + 1 < layers_.size() ? layers_[i + 1].x.data() : x_final_.data();
-    E::rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps);
-    E::matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD);  // q = h1 Wq
+    E::rmsnorm_forward(l.h1.data(), l.rstd1.data(), l.x.data(), P + l.attn_norm, N, C, kNormEps, stack_);
+    E::matmul_forward(l.q.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Overwrite, stack_);  // q = h1 Wq
     const bool kv_conv = cfg_.kv_conv;  // h1 Wk, h1 Wv into k_in, v_in, then convolved into k, v
-    E::matmul_forward(kv_conv ? l.k_in.data() : l.k.data(), l.h1.data(), P + l.wk, N, C, HD);
-    E::matmul_forward(kv_conv ? l.v_in.data() : l.v.data(), l.h1.data(), P + l.wv, N, C, HD);
+    E::matmul_forward(kv_conv ? l.k_in.data() : l.k.data(), l.h1.data(), P + l.wk, N, C, HD, GradMode::Overwrite, stack_);
+    E::matmul_forward(kv_conv ? l.v_in.data() : l.v.data(), l.h1.data(), P + l.wv, N, C, HD, GradMode::Overwrite, stack_);
     if (kv_conv) {
-      E::short_conv_forward(l.k.data(), l.k_in.data(), P + l.k_conv, B, T, HD);  // k = SiLU(conv3(h1 Wk))
-      E::short_conv_forward(l.v.data(), l.v_in.data(), P + l.v_conv, B, T, HD);  // v likewise
+      E::short_conv_forward(l.k.data(), l.k_in.data(), P + l.k_conv, B, T, HD, stack_);  // k = SiLU(conv3(h1 Wk))
+      E::short_conv_forward(l.v.data(), l.v_in.data(), P + l.v_conv, B, T, HD, stack_);  // v likewise
     }
     l.pe->forward(l.att.data(), attn_inputs(l, pe_params));     // att = attention(q, k, v)
     E::copy(l.x_mid.data(), l.x.data(), l.x.size());
-    E::matmul_forward(l.x_mid.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Accumulate);  // x_mid = x + att Wo
-    E::rmsnorm_forward(l.h2.data(), l.rstd2.data(), l.x_mid.data(), P + l.mlp_norm, N, C, kNormEps);
-    E::matmul_forward(l.ab.data(), l.h2.data(), P + l.w_up, N, C, 2 * F);  // [a | b] = h2 W_up
+    E::matmul_forward(l.x_mid.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Accumulate, stack_);  // x_mid = x + att Wo
+    E::rmsnorm_forward(l.h2.data(), l.rstd2.data(), l.x_mid.data(), P + l.mlp_norm, N, C, kNormEps, stack_);
+    E::matmul_forward(l.ab.data(), l.h2.data(), P + l.w_up, N, C, 2 * F, GradMode::Overwrite, stack_);  // [a | b] = h2 W_up
     E::swiglu_forward(l.hh.data(), l.ab.data(), N, F);                    // hh = silu(a) ⊙ b
     E::copy(out, l.x_mid.data(), l.x_mid.size());
-    E::matmul_forward(out, l.hh.data(), P + l.w_down, N, F, C, GradMode::Accumulate);  // out = x_mid + hh W_down
+    E::matmul_forward(out, l.hh.data(), P + l.w_down, N, F, C, GradMode::Accumulate, stack_);  // out = x_mid + hh W_down
   }
-  E::rmsnorm_forward(hf_.data(), rstd_f_.data(), x_final_.data(), P + final_norm_, N, C, kNormEps);
-  E::matmul_forward(logits_.data(), hf_.data(), P + head_, N, C, V);  // logits = hf W_head
+  E::rmsnorm_forward(hf_.data(), rstd_f_.data(), x_final_.data(), P + final_norm_, N, C, kNormEps, stack_);
+  E::matmul_forward(logits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite, stack_);  // logits = hf W_head
   E::cross_entropy_forward(loss_rows_.data(), argmax_.data(), logits_.data(), targets_.data(), N, V);
-  E::loss_mean(loss_.data(), scale_.data(), loss_rows_.data(), targets_.data(), N);  // mean over targets
+  E::loss_mean(loss_.data(), scale_.data(), loss_rows_.data(), targets_.data(), N, stack_);  // mean over targets
 }
 
 template <class E>
@@ -154,41 +158,41 @@ void Transformer<E>::backward() {
   const int B = B_, T = T_, N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* G = params.grads.data();
-  E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), N, V, scale_.data());
-  E::matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite);
+  E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), N, V, scale_.data(), stack_);
+  E::matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite, stack_);
   E::rmsnorm_backward(dx_.data(), G + final_norm_, dh_.data(), x_final_.data(), rstd_f_.data(),
-                   P + final_norm_, N, C, GradMode::Overwrite);  // dx = ∂L/∂x_final
+                   P + final_norm_, N, C, GradMode::Overwrite, stack_);  // dx = ∂L/∂x_final
   std::vector<const S*> pe_params;
   std::vector<S*> pe_grads;
   for (size_t i = layers_.size(); i-- > 0;) {
     Layer& l = layers_[i];
     // MLP branch: out = x_mid + swiglu(h2 W_up) W_down
-    E::matmul_backward(dhh_.data(), G + l.w_down, dx_.data(), l.hh.data(), P + l.w_down, N, F, C, GradMode::Overwrite);
+    E::matmul_backward(dhh_.data(), G + l.w_down, dx_.data(), l.hh.data(), P + l.w_down, N, F, C, GradMode::Overwrite, stack_);
     E::swiglu_backward(dab_.data(), dhh_.data(), l.ab.data(), N, F);
-    E::matmul_backward(dh_.data(), G + l.w_up, dab_.data(), l.h2.data(), P + l.w_up, N, C, 2 * F, GradMode::Overwrite);
+    E::matmul_backward(dh_.data(), G + l.w_up, dab_.data(), l.h2.data(), P + l.w_up, N, C, 2 * F, GradMode::Overwrite, stack_);
     E::rmsnorm_backward(dx_.data(), G + l.mlp_norm, dh_.data(), l.x_mid.data(), l.rstd2.data(),
-                     P + l.mlp_norm, N, C, GradMode::Accumulate);  // dx = ∂L/∂x_mid
+                     P + l.mlp_norm, N, C, GradMode::Accumulate, stack_);  // dx = ∂L/∂x_mid
     // Attention branch: x_mid = x + attention(h1 Wq, h1 Wk, h1 Wv) Wo
-    E::matmul_backward(dbuf_.data(), G + l.wo, dx_.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Overwrite);
+    E::matmul_backward(dbuf_.data(), G + l.wo, dx_.data(), l.att.data(), P + l.wo, N, HD, C, GradMode::Overwrite, stack_);
     E::zero(dh_.data(), dh_.size());
     pe_grads.clear();
     for (auto off : l.pe_params) pe_grads.push_back(G + off);
     const AttnGrads<S> g{l.att.data(), dbuf_.data(), dh_.data(), dq_.data(), dk_.data(), dv_.data(), pe_grads};
     l.pe->backward(g, attn_inputs(l, pe_params));
-    E::matmul_backward(dh_.data(), G + l.wq, dq_.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Accumulate);
+    E::matmul_backward(dh_.data(), G + l.wq, dq_.data(), l.h1.data(), P + l.wq, N, C, HD, GradMode::Accumulate, stack_);
     const S* dk = dk_.data();  // ∂L/∂(h1 Wk), through the conv with kv_conv; dv likewise
     const S* dv = dv_.data();
     if (cfg_.kv_conv) {
-      E::short_conv_backward(dk_in_.data(), G + l.k_conv, dk_.data(), l.k_in.data(), P + l.k_conv, B, T, HD);
-      E::short_conv_backward(dv_in_.data(), G + l.v_conv, dv_.data(), l.v_in.data(), P + l.v_conv, B, T, HD);
+      E::short_conv_backward(dk_in_.data(), G + l.k_conv, dk_.data(), l.k_in.data(), P + l.k_conv, B, T, HD, stack_);
+      E::short_conv_backward(dv_in_.data(), G + l.v_conv, dv_.data(), l.v_in.data(), P + l.v_conv, B, T, HD, stack_);
       dk = dk_in_.data(), dv = dv_in_.data();
     }
-    E::matmul_backward(dh_.data(), G + l.wk, dk, l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate);
-    E::matmul_backward(dh_.data(), G + l.wv, dv, l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate);
+    E::matmul_backward(dh_.data(), G + l.wk, dk, l.h1.data(), P + l.wk, N, C, HD, GradMode::Accumulate, stack_);
+    E::matmul_backward(dh_.data(), G + l.wv, dv, l.h1.data(), P + l.wv, N, C, HD, GradMode::Accumulate, stack_);
     E::rmsnorm_backward(dx_.data(), G + l.attn_norm, dh_.data(), l.x.data(), l.rstd1.data(),
-                     P + l.attn_norm, N, C, GradMode::Accumulate);  // dx = ∂L/∂x
+                     P + l.attn_norm, N, C, GradMode::Accumulate, stack_);  // dx = ∂L/∂x
   }
-  E::embedding_backward(G + embed_, dx_.data(), tokens_.data(), N, C);
+  E::embedding_backward(G + embed_, dx_.data(), tokens_.data(), N, C, stack_);
 }
 
 template class Transformer<Cpu32>;

@@ -8,6 +8,10 @@
 // only enqueue engine ops (on the GPU: capturable in a CUDA graph); forward() does all three
 // steps of a forward pass and returns the loss on the host. Decoder<E> (models/decoder.h) runs the
 // same model token by token with a KV cache.
+// Stacked runs: built from R seeds, the object is R independent models of this shape computed as
+// one (Runs, kernels/ops.h): R parameter blocks, a batch of R·B sequences whose r-th B belong to
+// run r, every parameter op one launch over all runs, and one mean loss per run. Each run's
+// numbers are those of the model built from its seed alone (bit-identical on the CPU).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,22 +45,27 @@ class Transformer {
   template <class T>
   using Buf = typename E::template Buffer<T>;
 
-  Transformer(const ModelConfig& cfg, uint64_t seed);  // parameters N(0, 0.02²), norms 1, biases 0
+  Transformer(const ModelConfig& cfg, uint64_t seed) : Transformer(cfg, std::vector<uint64_t>{seed}) {}
+  // One stacked run per seed; parameters N(0, 0.02²), norms 1, biases 0.
+  Transformer(const ModelConfig& cfg, const std::vector<uint64_t>& seeds);
 
-  // Copies a batch into the engine: tokens and targets are host arrays (B, T).
+  // Copies a batch into the engine: tokens and targets are host arrays (B, T), B a multiple of
+  // runs(), run r's sequences the r-th B / runs().
   void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
-  // Forward over the batch: the mean cross-entropy over the positions with target ≥ 0 (0 if
-  // none) into loss_buffer(), keeping what backward() needs.
+  // Forward over the batch: per run, the mean cross-entropy over the positions with target ≥ 0
+  // (0 if none) into loss_buffer(), keeping what backward() needs.
   void run_forward();
-  // Gradients of that mean loss, accumulated into params.grads (zero them first).
+  // Gradients of each run's mean loss, accumulated into its block of params.grads (zero them first).
   void backward();
-  // set_batch + run_forward, then the loss on the host.
+  // set_batch + run_forward, then the loss on the host (run 0's).
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T);
 
-  const S* loss_buffer() const { return loss_.data(); }  // (1) in the engine's memory
+  const S* loss_buffer() const { return loss_.data(); }  // (runs) in the engine's memory
+  int runs() const { return stack_.count; }
   // For data parallelism (runners/data_parallel.h): the mean loss and the backward's scale
   // (1 / number of targets), (1) each in the engine's memory, and the batch's targets (n = B·T),
   // so the shard's mean can be replaced by the global batch's between run_forward() and backward().
+  // One run only.
   struct LossState {
     S* mean;
     S* scale;
@@ -87,12 +96,13 @@ class Transformer {
   AttnInputs<S> attn_inputs(Layer& l, std::vector<const S*>& p) const;
 
   ModelConfig cfg_;
+  Runs stack_;  // the stacked runs: count, and the stride of their parameter blocks
   int D_;  // head dim
   int64_t embed_, final_norm_, head_;
   std::vector<Layer> layers_;
   int B_ = 0, T_ = 0;
   Buf<int32_t> tokens_, targets_, argmax_;  // (B, T)
-  Buf<S> loss_, scale_;                     // (1): mean loss, 1 / number of targets
+  Buf<S> loss_, scale_;                     // (runs): mean loss, 1 / number of targets
   Buf<S> x_final_, hf_, rstd_f_, logits_, loss_rows_;
   Buf<S> dx_, dh_, dbuf_, dq_, dk_, dv_, dlogits_, dab_, dhh_;  // backward scratch
   Buf<S> dk_in_, dv_in_;                                        // (B·T, H·D), with kv_conv

@@ -37,6 +37,7 @@ struct SweepOptions {
   size_t jobs = 1, jobs_per_gpu = 0;
   double drain_after = 0;  // seconds; 0: never
   bool dry_run = false, retry_failed = false, estimate = false, overwrite = false;
+  int stack = 0;  // runs per stacked group; 0: none
 };
 
 size_t cpu_count() {
@@ -200,6 +201,9 @@ void run_sweep(const SweepOptions& o) {
   if (!o.pack.empty() && (o.jobs != 1 || o.jobs_per_gpu))
     fail("--pack runs the sweep in one process; it cannot be combined with --jobs or --jobs-per-gpu");
   if (o.estimate && o.pack.empty()) fail("--estimate projects the packed engine: give --pack K or --pack auto");
+  if (o.stack && o.pack.empty()) fail("--stack stacks the runs of a pack: give --pack K or --pack auto");
+  if (o.stack < 0 || o.stack > 1024) fail("--stack needs a count 1..1024, got {}", o.stack);
+  if (o.stack && o.estimate) fail("--estimate projects the packed engine without --stack; leave out --stack");
   const std::string text = read_file(o.file);
   Sweep sweep = parse_sweep(text, o.file, train_option_kinds());
   const std::string sweep_dir = (fs::path(o.out) / sweep.name).string();
@@ -274,7 +278,8 @@ void run_sweep(const SweepOptions& o) {
   fs::create_directories(sweep_dir);
   write_file_atomic((fs::path(sweep_dir) / "sweep.toml").string(), text);
   if (o.overwrite || !fs::exists(grid_path)) write_file_atomic(grid_path, grid_record(all).dump(2) + "\n");
-  const JobsOutcome got = packed ? run_packed(jobs, devices, before, skip) : run_jobs(jobs, slots, before, skip);
+  const JobsOutcome got =
+      packed ? run_packed(jobs, devices, before, skip, o.stack) : run_jobs(jobs, slots, before, skip);
   if (got.signal)
     throw Stopped(fmt::format("sweep {} stopped by {}; runs in flight are pending: rerun the same command to "
                               "finish it", sweep.name, strsignal(got.signal)), got.signal);
@@ -317,6 +322,10 @@ void add_sweep_command(CLI::App& app) {
                   "K|auto: run K runs at once per GPU (or on the CPU) as threads of this process, each on its "
                   "own CUDA stream (auto: as many as fit in GPU memory)")
       ->type_name("K|auto");
+  cmd->add_option("--stack", o->stack,
+                  "N, with --pack: runs of one shape train as the slots of stacked models of N runs (batched "
+                  "GEMMs, one kernel per op for all of them; docs/sweeps.md)")
+      ->type_name("N");
   cmd->add_option("--drain-after", o->drain_after,
                   "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next start")
       ->type_name("SECONDS")

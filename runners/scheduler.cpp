@@ -22,6 +22,7 @@
 #include "core/io.h"
 #include "runners/resume.h"
 #include "runners/run_dir.h"
+#include "runners/stack_group.h"
 #include "runners/sweep_status.h"
 #include "runners/trainer.h"
 #if PATHBENCH_HAVE_CUDA
@@ -349,14 +350,14 @@ namespace {
 // One packed run on the calling thread (its slot's), claimed and its directory emptied, or
 // continued from `resume`: the output into log.txt (appended to when resuming), anything it throws
 // recorded as its failure. Returns false when it was cancelled.
-bool run_in_thread(const Job& job, const ResumePoint* resume, const std::atomic<bool>& cancel) {
+bool run_in_thread(const Job& job, const ResumePoint* resume, const std::atomic<bool>& cancel, StackPool* stacks) {
   const double start = now_s();
   const std::string log_path = job.dir + "/log.txt";
   std::FILE* log = std::fopen(log_path.c_str(), resume ? "ae" : "we");
   if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));
   int rc = 0;
   try {
-    rc = run_training(job.cfg, RunContext{log, &cancel}, resume);
+    rc = run_training(job.cfg, RunContext{log, &cancel, stacks}, resume);
   } catch (const std::exception& e) {
     fmt::print(log, "pathbench: error: {}\n", e.what());
     record_failure(job, e.what(), now_s() - start);
@@ -365,10 +366,25 @@ bool run_in_thread(const Job& job, const ResumePoint* resume, const std::atomic<
   return rc != kRunCancelled;
 }
 
+// The jobs by depth, then shape (stack_shape), else in their order, so that the runs of a shape
+// are taken together and fill their stacked group; `after` lists renumbered.
+std::vector<Job> by_shape(const std::vector<Job>& jobs) {
+  std::vector<std::string> key(jobs.size());
+  std::vector<size_t> order(jobs.size()), at(jobs.size());  // new position → job, job → new position
+  for (size_t i = 0; i < jobs.size(); ++i)
+    key[i] = fmt::format("{:06d}|{}", jobs[i].cfg.layers, stack_shape(jobs[i].cfg)), order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
+  std::vector<Job> out;
+  for (size_t k = 0; k < order.size(); ++k) at[order[k]] = k, out.push_back(jobs[order[k]]);
+  for (Job& j : out)
+    for (size_t& a : j.after) a = at[a];
+  return out;
+}
+
 }  // namespace
 
 JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
-                       const SweepProgress& before, const SkipRule& skip) {
+                       const SweepProgress& before, const SkipRule& skip, int stack) {
   sigset_t waited;
   sigemptyset(&waited);
   for (int s : {SIGINT, SIGTERM}) sigaddset(&waited, s);
@@ -377,10 +393,12 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   JobsOutcome out;
   std::atomic<bool> cancel{false};
   std::mutex mutex;                 // guards claims, out, finished, running, and status's lines
-  Claims claims(jobs, skip, before.name);
+  const std::vector<Job> ordered = stack > 0 ? by_shape(jobs) : jobs;
+  Claims claims(ordered, skip, before.name);
   size_t running = 0;
   std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
   std::vector<std::exception_ptr> errors(slot_devices.size());
+  StackPool stacks(std::max(stack, 1));  // outlives the threads, whose runs' groups it keeps
   std::vector<std::thread> threads;
   for (size_t slot = 0; slot < slot_devices.size(); ++slot)
     threads.emplace_back([&, slot] {
@@ -402,7 +420,7 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
             continue;
           }
-          const bool ended = run_in_thread(*job, resume.get(), cancel);
+          const bool ended = run_in_thread(*job, resume.get(), cancel, stack > 0 ? &stacks : nullptr);
           const std::lock_guard<std::mutex> lock(mutex);
           --running;
           claims.end(*job);

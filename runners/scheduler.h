@@ -62,9 +62,11 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
                      const SweepProgress& before, const SkipRule& skip = {});
 
 // Runs the jobs as threads of this process, one per slot at a time; a slot's value is the CUDA
-// device its runs use, or −1 for the CPU.
+// device its runs use, or −1 for the CPU. With stack > 0 (`sweep --stack N`) runs of one shape on
+// one device train as the slots of stacked groups of N runs (runners/stack_group.h), and the runs
+// are taken shape by shape (shallow before deep), so that those of a shape run together.
 JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
-                       const SweepProgress& before, const SkipRule& skip = {});
+                       const SweepProgress& before, const SkipRule& skip = {}, int stack = 0);
 
 // "done" (status ok or diverged), "failed" or "pending" (no result.json) of a run directory.
 std::string run_state(const std::string& dir);

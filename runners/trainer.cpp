@@ -21,6 +21,7 @@
 #include "runners/data_parallel.h"
 #include "runners/progress.h"
 #include "runners/resume.h"
+#include "runners/stack_group.h"
 #include "runners/train_step.h"
 #include "tasks/dataset_file.h"
 #if PATHBENCH_HAVE_CUDA
@@ -160,12 +161,32 @@ void eval_at_len(Transformer<E>& model, const TrainConfig& cfg, const Task& trai
   }
 }
 
+// This run's slot in the stacked group of its shape (ctx.stacks), given its initial parameters
+// and moments; the group's worker thread takes this thread's device, precision and CPU threads.
+template <class E>
+std::pair<std::shared_ptr<StackGroup<E>>, int> join_stack(StackPool& pool, const TrainConfig& cfg,
+                                                           const Task& task, const ParamStore<E>& params) {
+  const int device = E::on_device ? cuda_current_device() : -1;
+  const int threads = omp_get_max_threads();
+  auto setup = [device, threads, precision = cfg.precision] {
+    omp_set_num_threads(threads);
+#if PATHBENCH_HAVE_CUDA
+    if (device >= 0) cuda::set_device(device), cuda::set_precision(cuda::parse_precision(precision));
+#endif
+  };
+  return pool.join<E>(fmt::format("{}|device {}", stack_shape(cfg), device), params, [&](int capacity) {
+    return std::make_shared<StackGroup<E>>(model_config(cfg, task), capacity, cfg.batch, task.seq_len(), setup);
+  });
+}
+
 // The training loop of run_training on engine E for one data-parallel rank: fills `result`
 // (status, error, the stop, evaluation time) and `loss`, `step` (the last step trained). The rank
 // trains on examples (s−1)·batch + rank·B + [0, B) of step s, B = batch / world, so the ranks'
 // shards make up the one-GPU batch; only rank 0 (the lead) prints, evaluates and writes files
 // (all replicas hold the same parameters). With `resume` every rank starts from its state and
-// trains from the step after it. Returns false when ctx.cancel stopped it.
+// trains from the step after it. With ctx.stacks (one rank) the steps run in a stacked group's
+// slot, which `model` mirrors at the evaluations and checkpoints. Returns false when ctx.cancel
+// stopped it.
 template <class E>
 bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, const std::string& dir,
            const Shard& shard, const RunContext& ctx, const ResumePoint* resume, nlohmann::json& result,
@@ -190,11 +211,27 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
     eval_s = resume->state.eval_s;
     if (shard.lead()) progress->note(fmt::format("resumed from step {}", done));
   }
+  std::shared_ptr<StackGroup<E>> group;  // with ctx.stacks: joined below, once `model` is ready
+  int slot = -1;
+  struct Leave {  // the slot is free again however the run ends
+    std::shared_ptr<StackGroup<E>>& g;
+    int& s;
+    ~Leave() {
+      if (g) g->leave(s);
+    }
+  } leave{group, slot};
+  auto pull = [&] {  // the slot's state into `model`, the slot away until back()
+    if (group) group->away(slot), group->pull(slot, model.params);
+  };
+  auto back = [&] {
+    if (group) group->back(slot);
+  };
 
   // The periodic evaluations use periodic_eval_n examples per split; the final one (final = true)
   // each split's final_eval_n and records its per-sequence error counts (EvalResult::seq_errors).
   auto run_evals = [&](int at_step, bool final) {
     const double t0 = elapsed();
+    pull();
     nlohmann::json evals = nlohmann::json::object();
     for (int s = 1; s < int(task.splits().size()); ++s) {
       const int n = final ? final_eval_n(cfg, task.splits()[s]) : periodic_eval_n(cfg);
@@ -203,6 +240,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       evals[r.split] = r.to_json();
       progress->note(fmt::format("eval {} acc {:.4f} seq_acc {:.4f}", r.split, r.acc, r.seq_acc));
     }
+    if (!final) back();
     eval_s += elapsed() - t0;
     return evals;
   };
@@ -222,21 +260,31 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       fill_batch(warm, task, kEvalSeed, 1, 0, eval_batch);
       model.forward(warm.input.data(), warm.target.data(), eval_batch, T);
     }
+    if (ctx.stacks && shard.world == 1 && encoding_entry(resolve_encoding(cfg.pe).name()).info.stacks) {
+      std::tie(group, slot) = join_stack(*ctx.stacks, cfg, task, model.params);  // else trained alone
+      progress->note(fmt::format("stacked: slot {} of a group of {}", slot, group->capacity()));
+    }
     fill(done + 1);
     int last = done;  // the last step trained
     Batch logged;  // the batch of a logging step, kept while the next one is filled
+    std::vector<int32_t> pred;  // (B, T) of a logging step, from the stacked group
     double train_acc = NAN;  // on the scored targets of the last logging step's batch (this rank's shard)
     for (step = done + 1; step <= cfg.steps; ++step) {
       if (cancelled()) return false;
-      model.set_batch(batch.input.data(), batch.target.data(), B, T);
       const double lr = learning_rate(cfg, step);
-      train_step.launch(AdamWArgs{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip});
+      const AdamWArgs args{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip};
       const bool log = shard.lead() && progress->logs(step);
+      if (group) {
+        group->submit(slot, batch.input.data(), batch.target.data(), args, log);
+      } else {
+        model.set_batch(batch.input.data(), batch.target.data(), B, T);
+        train_step.launch(args);
+      }
       if (log) std::swap(logged, batch);
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
-      std::tie(loss, grad_norm) = train_step.wait();
-      if (log) train_acc = scored_accuracy(model.predictions(), logged);
+      std::tie(loss, grad_norm) = group ? group->wait(slot, log ? &pred : nullptr) : train_step.wait();
+      if (log) train_acc = scored_accuracy(group ? pred.data() : model.predictions(), logged);
       last = step;
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // the same global values on every rank
         result["status"] = "diverged";
@@ -257,13 +305,17 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
           break;
         }
       }
-      if (checkpoint_due(cfg, step)) write_resume(cfg, model.params, {step, eval_s, elapsed(), stopper.state()});
+      if (checkpoint_due(cfg, step)) {
+        pull();
+        write_resume(cfg, model.params, {step, eval_s, elapsed(), stopper.state()});
+        back();
+      }
     }
     step = last;
     training = false;
     if (result["status"] == "ok" && shard.lead()) {
       if (cancelled()) return false;
-      result["eval"] = run_evals(step, true);
+      result["eval"] = run_evals(step, true);  // with a stacked group: `model` now holds the slot's state
       const double t0 = elapsed();
       for (const int len : eval_lens(cfg)) eval_at_len(model, cfg, task, len, step, dir, *progress);
       eval_s += elapsed() - t0;
@@ -289,6 +341,11 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
 }
 
 }  // namespace
+
+std::string stack_shape(const TrainConfig& cfg) {
+  return fmt::format("{}|{}|layers {}|d {}|heads {}|mlp {}|kv_conv {}|batch {}|{}", make_task(cfg.task)->spec().canonical(),
+                     cfg.pe, cfg.layers, cfg.d_model, cfg.heads, cfg.mlp_ratio, cfg.kv_conv, cfg.batch, cfg.precision);
+}
 
 void fill_batch(Batch& b, const Task& task, uint64_t seed, int split, uint64_t first_index, int B,
                 const DatasetReader* data) {

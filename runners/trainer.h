@@ -21,6 +21,7 @@
 namespace pb {
 
 class DatasetReader;
+class StackPool;
 struct ResumePoint;
 
 struct EvalResult {
@@ -138,8 +139,14 @@ decltype(auto) with_engine(const std::string& device, F&& f) {
 struct RunContext {
   std::FILE* log = stderr;                    // progress and the closing status line
   const std::atomic<bool>* cancel = nullptr;  // once true: stop at the next step, write no result.json
+  StackPool* stacks = nullptr;  // with one: the steps run in a stacked group's slot (runners/stack_group.h)
 };
 constexpr int kRunCancelled = 130;
+
+// What the runs of one stacked group share (`sweep --stack`, runners/stack_group.h): everything
+// that fixes the stacked model's shapes and its step's computation. Seeds, learning rates,
+// schedules, evaluations and stopping rules may differ.
+std::string stack_shape(const TrainConfig& cfg);
 
 // Runs the training described by a resolved config into cfg.out, from step 0, or with `resume`
 // (read_resume(cfg), runners/resume.h) from its checkpoint. Returns the process exit code: 0 ok,

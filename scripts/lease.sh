@@ -18,7 +18,8 @@
 #                                               time), packs the run records (no checkpoints) into
 #                                               results/SWEEP/records.tgz and collects the CSVs
 # PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench); PACK=K runs K runs at
-# once per GPU instead of --pack auto (sized to memory, at most 32). The log is runs/SWEEP.log.
+# once per GPU instead of --pack auto (sized to memory, at most 32); STACK=N stacks the runs of a
+# shape N at a time (sweep --stack N, docs/sweeps.md). The log is runs/SWEEP.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
@@ -38,7 +39,7 @@ case $cmd in
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
     [[ -f results/$s/records.tgz ]] && tar xzf results/"$s"/records.tgz -C .
-    setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
+    setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
     echo $! >"$pidfile"
     echo "started $s (pid $!), log $log"
     ;;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -90,12 +91,15 @@ TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending, and a rer
   const std::string f = sweep_file(d, kSweep);
   REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, d.file("ref"))).code == 0);
   const auto expected = results(d.file("ref"), "pk");
-  const fs::path out = d.file("t");
+  const bool stack = GENERATE(false, true);  // packed, or stacked (resumed runs rejoin a group)
+  INFO((stack ? "--stack 2" : "packed"));
+  const fs::path out = d.file(stack ? "stacked" : "t");
   const pid_t pid = ::fork();
   if (pid == 0) {
     std::FILE* log = std::fopen((d.path / "t.log").c_str(), "w");
     ::dup2(::fileno(log), 2);
-    ::execl(PATHBENCH_EXE, PATHBENCH_EXE, "sweep", f.c_str(), "--out", out.c_str(), "--pack", "2", nullptr);
+    ::execl(PATHBENCH_EXE, PATHBENCH_EXE, "sweep", f.c_str(), "--out", out.c_str(), "--pack", "2", "--stack",
+            stack ? "2" : "0", nullptr);
     ::_exit(127);
   }
   bool started = false;  // a run has trained some steps
@@ -113,7 +117,7 @@ TEST_CASE("pack: SIGTERM stops the runs in flight, which stay pending, and a rer
   const auto partial = results(out, "pk");
   CHECK(partial.size() < 4);
   for (const auto& [id, s] : partial) CHECK(s == expected.at(id));  // nothing recorded failed
-  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2", f, out.string())).code == 0);
+  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 2 --stack {}", f, out.string(), stack ? 2 : 0)).code == 0);
   CHECK(results(out, "pk") == expected);
 }
 
@@ -260,4 +264,62 @@ TEST_CASE("sweep --estimate: a row per shape and the projected total, nothing ru
   CHECK_THAT(r.out, Contains("projected: "));
   CHECK_THAT(r.out, Contains("for 4 runs"));
   CHECK_FALSE(fs::exists(d.path / "pk"));
+}
+
+// Every line of a run's metrics.jsonl without its clocks, then its eval.jsonl: what a run computed.
+std::string computed(const fs::path& run) {
+  std::string out, line;
+  std::istringstream metrics(pb::read_file((run / "metrics.jsonl").string()));
+  while (std::getline(metrics, line)) {
+    auto j = nlohmann::json::parse(line);
+    j.erase("tokens_per_s"), j.erase("elapsed_s");
+    out += j.dump() + "\n";
+  }
+  return out + pb::read_file((run / "eval.jsonl").string());
+}
+
+TEST_CASE("sweep --stack: runs stacked in groups equal the same runs packed, bit for bit", "[pack][stacked]") {
+  // Two shapes that stack (rope, path) and one that does not (kerple: trained alone), runs of two
+  // lengths, so slots free up and are taken by later runs, and periodic evaluations, during which
+  // a run is away from its group.
+  const TempDir d("stack_eq");
+  const std::string f = sweep_file(d, R"(
+[sweep]
+name = "st"
+task = "flipflop:len=8"
+seeds = [0, 1, 2]
+[base]
+d_model = 16
+heads = 2
+batch = 4
+lr = 3e-3
+warmup = 10
+eval_every = 40
+eval_every_n = 32
+eval_n = 64
+checkpoint_every = 30
+device = "cpu"
+[grid]
+pe = ["rope", "path", "kerple"]
+steps = [90, 130]
+)");
+  REQUIRE(run_pathbench(fmt::format("sweep {} --out {} --pack 3", f, d.file("pack"))).code == 0);
+  const auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 3 --stack 3", f, d.file("stack")));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto expected = results(d.file("pack"), "st");
+  REQUIRE(expected.size() == 18);
+  CHECK(results(d.file("stack"), "st") == expected);
+  int runs = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(d.file("pack")) / "st"))
+    if (e.is_directory()) {
+      INFO(e.path().filename());
+      const fs::path stacked = fs::path(d.file("stack")) / "st" / e.path().filename();
+      CHECK(computed(stacked) == computed(e.path()));
+      const bool kerple = pb::read_file((e.path() / "config.json").string()).find("kerple") != std::string::npos;
+      CHECK((pb::read_file((stacked / "log.txt").string()).find("stacked: slot") != std::string::npos) == !kerple);
+      ++runs;
+    }
+  CHECK(runs == 18);
+  CHECK(run_pathbench(fmt::format("sweep {} --stack 2", f)).code == 2);  // needs --pack
 }

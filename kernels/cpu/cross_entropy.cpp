@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/runs.h"
 #include "kernels/ops.h"
 
 namespace pb {
@@ -39,7 +40,11 @@ void cross_entropy_forward(S* loss, int32_t* argmax, const S* logits, const int3
 
 template <class S>
 void cross_entropy_backward(S* dlogits, const S* logits, const int32_t* targets, int N, int V,
-                            const S* scale_buf) {
+                            const S* scale_buf, Runs runs) {
+  if (split_runs("cross_entropy_backward", N, runs, [&](int r, int64_t i, int n) {
+        cross_entropy_backward(dlogits + i * V, logits + i * V, targets + i, n, V, scale_buf + r);
+      }))
+    return;
   const S scale = scale_buf[0];
 #pragma omp parallel for schedule(static) if (int64_t(N) * V >= kParallelMin)
   for (int n = 0; n < N; ++n) {
@@ -59,7 +64,11 @@ void cross_entropy_backward(S* dlogits, const S* logits, const int32_t* targets,
 }
 
 template <class S>
-void loss_mean(S* mean, S* scale, const S* loss, const int32_t* targets, int N) {
+void loss_mean(S* mean, S* scale, const S* loss, const int32_t* targets, int N, Runs runs) {
+  if (split_runs("loss_mean", N, runs, [&](int r, int64_t i, int n) {
+        loss_mean(mean + r, scale + r, loss + i, targets + i, n);
+      }))
+    return;
   double total = 0;
   int64_t count = 0;
   for (int n = 0; n < N; ++n)
@@ -71,10 +80,11 @@ void loss_mean(S* mean, S* scale, const S* loss, const int32_t* targets, int N) 
 template void cross_entropy_forward<float>(float*, int32_t*, const float*, const int32_t*, int, int);
 template void cross_entropy_forward<double>(double*, int32_t*, const double*, const int32_t*, int,
                                             int);
-template void cross_entropy_backward<float>(float*, const float*, const int32_t*, int, int, const float*);
+template void cross_entropy_backward<float>(float*, const float*, const int32_t*, int, int, const float*,
+                                            Runs);
 template void cross_entropy_backward<double>(double*, const double*, const int32_t*, int, int,
-                                             const double*);
-template void loss_mean<float>(float*, float*, const float*, const int32_t*, int);
-template void loss_mean<double>(double*, double*, const double*, const int32_t*, int);
+                                             const double*, Runs);
+template void loss_mean<float>(float*, float*, const float*, const int32_t*, int, Runs);
+template void loss_mean<double>(double*, double*, const double*, const int32_t*, int, Runs);
 
 }  // namespace pb

@@ -3,19 +3,26 @@
 #include <algorithm>
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/runs.h"
 #include "kernels/ops.h"
 #include "kernels/scalar.h"
 
 namespace pb {
 
 template <class S>
-void add_bias(S* z, const S* b, int N, int H) {
+void add_bias(S* z, const S* b, int N, int H, Runs runs) {
+  if (split_runs("add_bias", N, runs, [&](int r, int64_t i, int n) { add_bias(z + i * H, b + r * runs.stride, n, H); }))
+    return;
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < H; ++h) z[int64_t(n) * H + h] += b[h];  // z = z + b
 }
 
 template <class S>
-void bias_backward(S* db, const S* dz, int N, int H) {
+void bias_backward(S* db, const S* dz, int N, int H, Runs runs) {
+  if (split_runs("bias_backward", N, runs, [&](int r, int64_t i, int n) {
+        bias_backward(db + r * runs.stride, dz + i * H, n, H);
+      }))
+    return;
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < H; ++h) db[h] += dz[int64_t(n) * H + h];  // db += Σ_n dz
 }
@@ -47,8 +54,8 @@ void beta_backward(S* dz, const S* dbeta, const S* z, int64_t n, const BetaArgs&
 }
 
 #define PB_INSTANTIATE(S)                                                           \
-  template void add_bias<S>(S*, const S*, int, int);                                \
-  template void bias_backward<S>(S*, const S*, int, int);                           \
+  template void add_bias<S>(S*, const S*, int, int, Runs);                          \
+  template void bias_backward<S>(S*, const S*, int, int, Runs);                     \
   template void log_sigmoid_forward<S>(S*, const S*, int64_t, double);              \
   template void log_sigmoid_backward<S>(S*, const S*, const S*, int64_t, double);   \
   template void beta_forward<S>(S*, const S*, int64_t, const BetaArgs&);            \

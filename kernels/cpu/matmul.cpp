@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/runs.h"
 #include "kernels/ops.h"
 
 namespace pb {
@@ -43,7 +44,11 @@ void gemm(MapR<S>& c, const A& a, const B& b, bool accumulate) {
 }  // namespace
 
 template <class S>
-void matmul_forward(S* y, const S* x, const S* w, int N, int K, int M, GradMode mode) {
+void matmul_forward(S* y, const S* x, const S* w, int N, int K, int M, GradMode mode, Runs runs) {
+  if (split_runs("matmul_forward", N, runs, [&](int r, int64_t i, int n) {
+        matmul_forward(y + i * M, x + i * K, w + r * runs.stride, n, K, M, mode);
+      }))
+    return;
   MapR<S> Y(y, N, M);         // (N, M)
   const CMapR<S> X(x, N, K);  // (N, K)
   const CMapR<S> W(w, K, M);  // (K, M)
@@ -52,7 +57,12 @@ void matmul_forward(S* y, const S* x, const S* w, int N, int K, int M, GradMode 
 
 template <class S>
 void matmul_backward(S* dx, S* dw, const S* dy, const S* x, const S* w, int N, int K, int M,
-                     GradMode mode) {
+                     GradMode mode, Runs runs) {
+  if (split_runs("matmul_backward", N, runs, [&](int r, int64_t i, int n) {
+        matmul_backward(dx ? dx + i * K : nullptr, dw + r * runs.stride, dy + i * M, x + i * K,
+                        w + r * runs.stride, n, K, M, mode);
+      }))
+    return;
   const CMapR<S> dY(dy, N, M);  // (N, M)
   const CMapR<S> X(x, N, K);    // (N, K)
   const CMapR<S> W(w, K, M);    // (K, M)
@@ -64,11 +74,12 @@ void matmul_backward(S* dx, S* dw, const S* dy, const S* x, const S* w, int N, i
   gemm(dW, X.transpose(), dY, true);  // dw += xᵀ dy
 }
 
-template void matmul_forward<float>(float*, const float*, const float*, int, int, int, GradMode);
-template void matmul_forward<double>(double*, const double*, const double*, int, int, int, GradMode);
+template void matmul_forward<float>(float*, const float*, const float*, int, int, int, GradMode, Runs);
+template void matmul_forward<double>(double*, const double*, const double*, int, int, int, GradMode,
+                                     Runs);
 template void matmul_backward<float>(float*, float*, const float*, const float*, const float*, int,
-                                     int, int, GradMode);
+                                     int, int, GradMode, Runs);
 template void matmul_backward<double>(double*, double*, const double*, const double*,
-                                      const double*, int, int, int, GradMode);
+                                      const double*, int, int, int, GradMode, Runs);
 
 }  // namespace pb

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "kernels/cpu/eigen.h"
+#include "kernels/cpu/runs.h"
 #include "kernels/ops.h"
 
 namespace pb {
@@ -22,7 +23,12 @@ void conv_row(S* z, const S* u, const S* a, int r, int t, int C) {
 }  // namespace
 
 template <class S>
-void short_conv_forward(S* y, const S* u, const S* a, int B, int T, int C) {
+void short_conv_forward(S* y, const S* u, const S* a, int B, int T, int C, Runs runs) {
+  const int64_t TC = int64_t(T) * C;  // one sequence
+  if (split_runs("short_conv_forward", B, runs, [&](int r, int64_t b, int n) {
+        short_conv_forward(y + b * TC, u + b * TC, a + r * runs.stride, n, T, C);
+      }))
+    return;
 #pragma omp parallel for schedule(static) if (int64_t(B) * T * C >= kParallelMin)
   for (int r = 0; r < B * T; ++r) {
     S* yr = y + int64_t(r) * C;  // (C)
@@ -33,7 +39,14 @@ void short_conv_forward(S* y, const S* u, const S* a, int B, int T, int C) {
 
 // dz = dy · σ(z)(1 + z(1 − σ(z))),  du[t] = Σ_k a[k] ⊙ dz[t+k],  da[k] += Σ_{b,t} dz[t] ⊙ u[t−k]
 template <class S>
-void short_conv_backward(S* du, S* da, const S* dy, const S* u, const S* a, int B, int T, int C) {
+void short_conv_backward(S* du, S* da, const S* dy, const S* u, const S* a, int B, int T, int C,
+                         Runs runs) {
+  const int64_t TC = int64_t(T) * C;  // one sequence
+  if (split_runs("short_conv_backward", B, runs, [&](int r, int64_t b, int n) {
+        short_conv_backward(du + b * TC, da + r * runs.stride, dy + b * TC, u + b * TC, a + r * runs.stride,
+                            n, T, C);
+      }))
+    return;
   std::vector<S> dz(size_t(B) * T * C);  // (B, T, C)
 #pragma omp parallel for schedule(static) if (int64_t(B) * T * C >= kParallelMin)
   for (int r = 0; r < B * T; ++r) {
@@ -64,11 +77,11 @@ void short_conv_backward(S* du, S* da, const S* dy, const S* u, const S* a, int 
   });
 }
 
-template void short_conv_forward<float>(float*, const float*, const float*, int, int, int);
-template void short_conv_forward<double>(double*, const double*, const double*, int, int, int);
+template void short_conv_forward<float>(float*, const float*, const float*, int, int, int, Runs);
+template void short_conv_forward<double>(double*, const double*, const double*, int, int, int, Runs);
 template void short_conv_backward<float>(float*, float*, const float*, const float*, const float*,
-                                         int, int, int);
+                                         int, int, int, Runs);
 template void short_conv_backward<double>(double*, double*, const double*, const double*,
-                                          const double*, int, int, int);
+                                          const double*, int, int, int, Runs);
 
 }  // namespace pb

@@ -14,29 +14,30 @@ namespace pb::cuda {
 // --- Dense ops -------------------------------------------------------------------------------
 // matmul.cu (cuBLAS; fp32, TF32 or bf16 products as precision() says, runtime.h)
 void matmul_forward(float* y, const float* x, const float* w, int N, int K, int M,
-                    GradMode mode = GradMode::Overwrite);
+                    GradMode mode = GradMode::Overwrite, Runs runs = {});
 void matmul_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int N,
-                     int K, int M, GradMode mode);
+                     int K, int M, GradMode mode, Runs runs = {});
 // rmsnorm.cu
-void rmsnorm_forward(float* y, float* rstd, const float* x, const float* g, int N, int C, double eps);
+void rmsnorm_forward(float* y, float* rstd, const float* x, const float* g, int N, int C, double eps,
+                     Runs runs = {});
 void rmsnorm_backward(float* dx, float* dg, const float* dy, const float* x, const float* rstd,
-                      const float* g, int N, int C, GradMode mode);
+                      const float* g, int N, int C, GradMode mode, Runs runs = {});
 // swiglu.cu
 void swiglu_forward(float* h, const float* ab, int N, int F);
 void swiglu_backward(float* dab, const float* dh, const float* ab, int N, int F);
 // embedding.cu
-void embedding_forward(float* x, const int32_t* tokens, const float* table, int N, int C);
-void embedding_backward(float* dtable, const float* dx, const int32_t* tokens, int N, int C);
+void embedding_forward(float* x, const int32_t* tokens, const float* table, int N, int C, Runs runs = {});
+void embedding_backward(float* dtable, const float* dx, const int32_t* tokens, int N, int C, Runs runs = {});
 // cross_entropy.cu
 void cross_entropy_forward(float* loss, int32_t* argmax, const float* logits, const int32_t* targets,
                            int N, int V);
 void cross_entropy_backward(float* dlogits, const float* logits, const int32_t* targets, int N, int V,
-                            const float* scale);
-void loss_mean(float* mean, float* scale, const float* loss, const int32_t* targets, int N);
+                            const float* scale, Runs runs = {});
+void loss_mean(float* mean, float* scale, const float* loss, const int32_t* targets, int N, Runs runs = {});
 // short_conv.cu
-void short_conv_forward(float* y, const float* u, const float* a, int B, int T, int C);
+void short_conv_forward(float* y, const float* u, const float* a, int B, int T, int C, Runs runs = {});
 void short_conv_backward(float* du, float* da, const float* dy, const float* u, const float* a, int B,
-                         int T, int C);
+                         int T, int C, Runs runs = {});
 // l2norm.cu
 void l2norm_forward(float* y, const float* x, int n_rows, int D, double eps);
 void l2norm_backward(float* dx, const float* dy, const float* x, int n_rows, int D, double eps);
@@ -45,8 +46,8 @@ void sum_squares(float* out, const float* x, int64_t n);
 void adamw_update(float* params, float* m, float* v, const float* grads, const uint8_t* decay_mask,
                   int64_t n, const AdamWArgs& args, const float* grad_norm_sq);
 // gates.cu
-void add_bias(float* z, const float* b, int N, int H);
-void bias_backward(float* db, const float* dz, int N, int H);
+void add_bias(float* z, const float* b, int N, int H, Runs runs = {});
+void bias_backward(float* db, const float* dz, int N, int H, Runs runs = {});
 void log_sigmoid_forward(float* y, const float* z, int64_t n, double scale);
 void log_sigmoid_backward(float* dz, const float* dy, const float* z, int64_t n, double scale);
 void beta_forward(float* beta, const float* z, int64_t n, const BetaArgs& args);

@@ -23,14 +23,14 @@ class ForgetGate {
     z_.resize(size_t(N) * H);
     log_f_.resize(z_.size());
     dlog_f_.resize(z_.size());
-    log_f_rows(log_f_.data(), z_.data(), in.x, in.params, first, N, in.dims.C, H, scale);
+    log_f_rows(log_f_.data(), z_.data(), in.x, in.params, first, N, in.dims.C, H, scale, in.runs);
     return log_f_.data();
   }
 
   // log f (N, H) of the N rows of x (N, C), z (N, H) scratch; forward() and decoding.
   static void log_f_rows(S* log_f, S* z, const S* x, std::span<const S* const> params, size_t first, int N,
-                         int C, int H, double scale) {
-    head_projection_forward<E>(z, x, params[first], params[first + 1], N, C, H);
+                         int C, int H, double scale, Runs runs = {}) {
+    head_projection_forward<E>(z, x, params[first], params[first + 1], N, C, H, runs);
     E::log_sigmoid_forward(log_f, z, int64_t(N) * H, scale);  // log f = scale · log σ(z)
   }
 
@@ -42,7 +42,7 @@ class ForgetGate {
     // dz = scale · dlog f · σ(−z)
     E::log_sigmoid_backward(dlog_f_.data(), dlog_f_.data(), z_.data(), int64_t(z_.size()), scale);
     head_projection_backward<E>(g.dx, g.dparams[first], g.dparams[first + 1], dlog_f_.data(), in.x,
-                                in.params[first], N, in.dims.C, H);
+                                in.params[first], N, in.dims.C, H, in.runs);
   }
 
  private:

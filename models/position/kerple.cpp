@@ -40,7 +40,8 @@ class Kerple final : public HostBiasSoftmax<E> {
 EncodingEntry kerple_encoding() {
   return make_entry<Kerple>(
       {"kerple", "KERPLE-log: learned bias -p1_h log(1 + p2_h (i - j)), p1, p2 > 0", {}},
-      {.family = AttentionFamily::Softmax, .inputs = {AttnInput::Bias}});
+      {.family = AttentionFamily::Softmax, .inputs = {AttnInput::Bias},
+       .stacks = false});  // one bias table (H, T) for the whole batch
 }
 
 }  // namespace pb

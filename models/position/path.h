@@ -60,12 +60,13 @@ class Path : public PositionEncoding<E> {
     zb_.resize(size_t(N) * H);
     beta_.resize(zb_.size());
     const auto& p = in.params;
-    E::matmul_forward(u1_.data(), in.x, p[0], N, C, rank_);          // u1 = x W_down
-    E::matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD);   // u2 = u1 W_up
-    if (conv_) E::short_conv_forward(c_.data(), u2_.data(), p[2], in.B, in.T, HD);  // c = SiLU(conv3(u2))
+    const Runs runs = in.runs;
+    E::matmul_forward(u1_.data(), in.x, p[0], N, C, rank_, GradMode::Overwrite, runs);         // u1 = x W_down
+    E::matmul_forward(u2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite, runs);  // u2 = u1 W_up
+    if (conv_) E::short_conv_forward(c_.data(), u2_.data(), p[2], in.B, in.T, HD, runs);  // c = SiLU(conv3(u2))
     const S* c = conv_ ? c_.data() : u2_.data();                                    // (else c = u2)
     E::l2norm_forward(w_.data(), c, N * H, in.dims.D, kEps);  // w = c / sqrt(|c|² + eps)
-    head_projection_forward<E>(zb_.data(), in.x, p[beta_at()], p[beta_at() + 1], N, C, H);  // z_β = x W_β + b_β
+    head_projection_forward<E>(zb_.data(), in.x, p[beta_at()], p[beta_at() + 1], N, C, H, runs);  // z_β = x W_β + b_β
     E::beta_forward(beta_.data(), zb_.data(), int64_t(zb_.size()), beta_args_);  // β = max σ(z_β), clipped
     const S* log_f = gate_ ? fgate_.forward(in, gate_at(), gate_scale(in.dims)) : nullptr;
     E::path_attention_forward(out, lse_.data(), in.q, in.k, in.v, w_.data(), beta_.data(), log_f, args(in));
@@ -91,13 +92,14 @@ class Path : public PositionEncoding<E> {
     const int b = beta_at();
     // dz_β = dβ · dβ/dz_β
     E::beta_backward(dbeta_.data(), dbeta_.data(), zb_.data(), int64_t(zb_.size()), beta_args_);
-    head_projection_backward<E>(g.dx, dp[b], dp[b + 1], dbeta_.data(), in.x, p[b], N, C, H);
+    head_projection_backward<E>(g.dx, dp[b], dp[b + 1], dbeta_.data(), in.x, p[b], N, C, H, in.runs);
     // dc, then du2 = dc through the convolution (or du2 = dc without it)
     E::l2norm_backward(conv_ ? dc_.data() : du2_.data(), dw_.data(), conv_ ? c_.data() : u2_.data(), N * H,
                        in.dims.D, kEps);
-    if (conv_) E::short_conv_backward(du2_.data(), dp[2], dc_.data(), u2_.data(), p[2], in.B, in.T, HD);
-    E::matmul_backward(du1_.data(), dp[1], du2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite);
-    E::matmul_backward(g.dx, dp[0], du1_.data(), in.x, p[0], N, C, rank_, GradMode::Accumulate);
+    if (conv_) E::short_conv_backward(du2_.data(), dp[2], dc_.data(), u2_.data(), p[2], in.B, in.T, HD, in.runs);
+    E::matmul_backward(du1_.data(), dp[1], du2_.data(), u1_.data(), p[1], N, rank_, HD, GradMode::Overwrite,
+                       in.runs);
+    E::matmul_backward(g.dx, dp[0], du1_.data(), in.x, p[0], N, C, rank_, GradMode::Accumulate, in.runs);
     if (gate_) fgate_.backward(g, in, gate_at(), gate_scale(in.dims));
   }
 

@@ -35,6 +35,9 @@ struct AttnInputs {
   // that order) given directly. The encoding then uses them instead of computing them from x and
   // its parameters; x and params are unused (null, empty).
   std::span<const S* const> given = {};
+  // Stacked runs (models/transformer.h): B = R · the runs' own batch; every op that reads one of
+  // `params` gets this Runs (kernels/ops.h), so each run uses its own copy. One run by default.
+  Runs runs = {};
 };
 
 template <class S>
@@ -125,6 +128,7 @@ struct EncodingInfo {
   std::vector<AttnInput> inputs{};  // what AttnInputs::given holds, in this order (Bias: the bias hook)
   bool cuda = true;                // the CUDA engine runs it (else refused there, CPU only)
   bool bf16 = true;                // at --precision bf16 it runs on bf16 kernels (else fp32 throughout)
+  bool stacks = true;              // it trains stacked runs (AttnInputs::runs; else one run per model)
   std::string test_spec{};         // the spec of the small CPU and GPU tests ("" = the bare name)
   std::vector<std::string> test_variants{};  // further specs they also walk: options that change the computation
   PlotStyle style{nullptr, 0, 0};  // null colour: one derived from the name

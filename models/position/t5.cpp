@@ -85,6 +85,7 @@ EncodingEntry t5_encoding() {
                            {}}}},
                         {.family = AttentionFamily::Softmax,
                          .inputs = {AttnInput::Bias},
+                         .stacks = false,  // one bias table (H, T) for the whole batch
                          .test_spec = "t5:num_buckets=6,max_distance=8"});  // exact and log buckets at T ≥ 5
 }
 
