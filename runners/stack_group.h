@@ -140,14 +140,18 @@ class StackGroup final : public StackGroupBase {
     return copying_ == 0 && std::count(state_.begin(), state_.end(), Submitted) > 0 &&
            std::count(state_.begin(), state_.end(), Training) == 0;
   }
-  // Runs copy() while no step of the group is in flight, and none starts.
+  // Runs copy() while no step of the group is in flight, and none starts: counted first, so the
+  // worker starts no further step (due()) and the copy waits for one step at most.
   template <class F>
   void between_steps(F&& copy) {
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return !stepping_ || error_; });
-      check();
       ++copying_;
+      cv_.wait(lock, [&] { return !stepping_ || error_; });
+      if (error_) {
+        --copying_;
+        check();
+      }
     }
     struct Done {
       StackGroup& g;

@@ -35,7 +35,7 @@ struct StackedCase {
       targets.push_back(i % 5 == 0 ? -1 : int32_t((x >> 40) % cfg.vocab));  // some rows without a target
     }
     for (int r = 0; r < R; ++r)  // different learning rates, decay, clipping: each run its own
-      args.push_back({.lr = 3e-3 * (r + 1), .weight_decay = 0.01 * r, .clip = r == 1 ? 0.05 : 0.0});
+      args.push_back({.lr = 1e-3 * (1 + 0.5 * r), .weight_decay = 0.01 * r, .clip = r == 1 ? 0.3 : 0.0});
   }
 
   // The R runs as one stacked model (rows = all runs), or run `only` alone (rows = its own).

@@ -1,9 +1,12 @@
 // Stacked runs on the GPU: R runs trained as one model (models/transformer.h; one cuBLAS batched
 // GEMM and one kernel per op for all runs) follow the same runs trained one model each, for every
-// encoding that stacks, at fp32 and bf16. Tolerance: the loss of each of the first 20 steps within
-// 1e-3 relative, the 20-step bound of tests/README.md (batched and single GEMMs may pick different
-// algorithms, and the float atomics of some backward kernels sum in arrival order). The worst
-// difference is printed.
+// encoding that stacks, at fp32 and bf16. The first step's loss (the same parameters, only the
+// GEMM algorithms may differ) within 1e-5 relative at fp32 and 1e-3 at bf16; the loss of each of
+// the first 20 steps within 1e-3 relative at fp32, the 20-step bound of tests/README.md (the float
+// atomics of some backward kernels sum in arrival order), and 1e-2 at bf16, whose products round
+// to 8 bits. The worst differences are printed. (At learning rates up to 9e-3 on this one batch,
+// training was chaotic enough that the runs drifted apart by up to 1e-1 at fp32 and 5e-1 at bf16
+// within 20 steps, RoPE's by 1e-4: H200, 4737df8.)
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -32,19 +35,22 @@ TEST_CASE("cuda stacked runs: every stacking encoding follows its runs trained a
         INFO(test_spec(e) << (precision == cuda::Precision::BF16 ? " bf16" : " fp32") << (kv_conv ? " kv_conv" : ""));
         const test::StackedCase c(test_spec(e), kv_conv, {11, 12, 13}, 64, 2, 37);
         const auto all = c.train<CudaEngine>(kSteps);
-        double worst = 0;
+        const bool bf16 = precision == cuda::Precision::BF16;
+        double first = 0, worst = 0;  // relative loss differences: step 1, any step
         for (int r = 0; r < 3; ++r) {
           const auto alone = c.train<CudaEngine>(kSteps, r);
           for (int s = 0; s < kSteps; ++s) {
             const double a = alone.loss[s][0], b = all.loss[s][r];
             REQUIRE(std::isfinite(b));
-            worst = std::max(worst, std::abs(a - b) / std::max(std::abs(a), 1e-6));
+            const double d = std::abs(a - b) / std::max(std::abs(a), 1e-6);
+            worst = std::max(worst, d);
+            if (s == 0) first = std::max(first, d);
           }
         }
-        std::printf("%-40s %s%s  worst relative loss difference over %d steps: %.2e\n", test_spec(e).c_str(),
-                    precision == cuda::Precision::BF16 ? "bf16" : "fp32", kv_conv ? " kv_conv" : "", kSteps,
-                    worst);
-        CHECK(worst <= 1e-3);
+        std::printf("%-40s %s%s  relative loss difference: step 1 %.2e, worst of %d steps %.2e\n",
+                    test_spec(e).c_str(), bf16 ? "bf16" : "fp32", kv_conv ? " kv_conv" : "", first, kSteps, worst);
+        CHECK(first <= (bf16 ? 1e-3 : 1e-5));
+        CHECK(worst <= (bf16 ? 1e-2 : 1e-3));
         REQUIRE(all.loss[kSteps - 1][0] != all.loss[kSteps - 1][1]);  // the runs differ
         ++walked;
       }
