@@ -261,21 +261,17 @@ class StackPool {
   explicit StackPool(int capacity) : capacity_(capacity) {}
 
   // A slot for a run of shape `key` whose one-run store is `from`, in a group made by
-  // make(capacity) when none of that shape has a free slot.
+  // make(capacity) when none of that shape has a free slot. One join at a time, so that runs
+  // starting together fill one group instead of each making its own.
   template <class E, class Make>
   std::pair<std::shared_ptr<StackGroup<E>>, int> join(const std::string& key, const ParamStore<E>& from, Make&& make) {
-    std::shared_ptr<StackGroup<E>> group;
-    {
-      const std::lock_guard lock(mutex_);
-      group = std::dynamic_pointer_cast<StackGroup<E>>(groups_[key].lock());
-    }
+    const std::lock_guard lock(mutex_);
+    auto group = std::dynamic_pointer_cast<StackGroup<E>>(groups_[key].lock());
     if (group)
       if (const int slot = group->join(from); slot >= 0) return {group, slot};
     group = make(capacity_);
-    const int slot = group->join(from);
-    const std::lock_guard lock(mutex_);
     groups_[key] = group;
-    return {group, slot};
+    return {group, group->join(from)};
   }
 
  private:

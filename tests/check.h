@@ -29,6 +29,14 @@ inline std::vector<double> randu(size_t n, uint64_t seed, double lo, double hi) 
   return x;
 }
 
+// n tokens uniform in [0, V).
+inline std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
+  Rng rng(seed, stream_id("tokens"), 0);
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = int32_t(rng.below(uint32_t(V)));
+  return t;
+}
+
 // x with every row of D entries scaled to unit norm (PaTH's w).
 inline std::vector<double> unit_rows(std::vector<double> x, int D) {
   for (size_t r = 0; r < x.size(); r += D) {

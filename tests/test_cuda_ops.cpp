@@ -30,13 +30,6 @@ constexpr double kFwdTol = 1e-5, kGradTol = 1e-4, kRopeTol = 1e-6;
 constexpr double kRmsEps = 1e-5, kL2Eps = 1e-3;
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
-  Rng rng(seed, stream_id("tokens"), 0);
-  std::vector<int32_t> t(n);
-  for (auto& v : t) v = int32_t(rng.below(uint32_t(V)));
-  return t;
-}
-
 DBuf dev(const Vec& v) { return to_device(cast<float>(v)); }
 FVec host(const DBuf& d) { return to_host(d); }
 

@@ -44,13 +44,6 @@ FVec frandu(size_t n, uint64_t seed, double lo, double hi) {
 DBuf dev(const FVec& v) { return to_device(v); }
 FVec host(const DBuf& d) { return to_host(d); }
 
-std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
-  Rng rng(seed, stream_id("tokens"), 0);
-  std::vector<int32_t> t(n);
-  for (auto& v : t) v = int32_t(rng.below(uint32_t(V)));
-  return t;
-}
-
 double rms(const FVec& x) {
   double s = 0;
   for (float v : x) s += double(v) * v;

@@ -22,13 +22,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kRmsEps = 1e-5, kL2Eps = 1e-3;
 
-std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
-  Rng rng(seed, stream_id("tokens"), 0);
-  std::vector<int32_t> t(n);
-  for (auto& v : t) v = int32_t(rng.below(uint32_t(V)));
-  return t;
-}
-
 double rms(const Vec& x) {
   double s = 0;
   for (double v : x) s += v * v;

@@ -310,16 +310,19 @@ steps = [90, 130]
   const auto expected = results(d.file("pack"), "st");
   REQUIRE(expected.size() == 18);
   CHECK(results(d.file("stack"), "st") == expected);
-  int runs = 0;
+  int runs = 0, shared = 0;  // runs, and runs in a slot other than 0: runs of a shape share groups
   for (const auto& e : fs::directory_iterator(fs::path(d.file("pack")) / "st"))
     if (e.is_directory()) {
       INFO(e.path().filename());
       const fs::path stacked = fs::path(d.file("stack")) / "st" / e.path().filename();
       CHECK(computed(stacked) == computed(e.path()));
       const bool kerple = pb::read_file((e.path() / "config.json").string()).find("kerple") != std::string::npos;
-      CHECK((pb::read_file((stacked / "log.txt").string()).find("stacked: slot") != std::string::npos) == !kerple);
+      const std::string log = pb::read_file((stacked / "log.txt").string());
+      CHECK((log.find("stacked: slot") != std::string::npos) == !kerple);
+      shared += log.find("stacked: slot 0") == std::string::npos && !kerple;
       ++runs;
     }
   CHECK(runs == 18);
+  CHECK(shared >= 4);  // of 12 stacking runs in groups of 3, 8 in slots 1 and 2 when runs start together
   CHECK(run_pathbench(fmt::format("sweep {} --stack 2", f)).code == 2);  // needs --pack
 }

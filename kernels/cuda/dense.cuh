@@ -46,11 +46,13 @@ struct RowGroup {
   __device__ float sum(float x, float* smem) const { return kBlock ? block_sum(x, smem) : warp_sum(x); }
 };
 
-// out (W) += Σ_k partial[k] over partial (n_chunks, W), in a fixed order: 32 columns per block,
-// threadIdx.y sums chunks y, y + 16, …, then thread y = 0 adds the 16 sums in order.
-__global__ void sum_partials_kernel(float* out, const float* partial, int n_chunks, int W) {
+// out + r·stride (W) += Σ_k partial[r, k] over partial (R, n_chunks, W), run r = blockIdx.y (one
+// run: R = 1), in a fixed order: 32 columns per block, threadIdx.y sums chunks y, y + 16, …, then
+// thread y = 0 adds the 16 sums in order.
+__global__ void sum_partials_kernel(float* out, int64_t stride, const float* partial, int n_chunks, int W) {
   __shared__ float part[16][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
+  const int c = blockIdx.x * 32 + threadIdx.x, r = blockIdx.y;
+  partial += int64_t(r) * n_chunks * W;  // (n_chunks, W) of run r
   float acc = 0.f;
   if (c < W)
     for (int k = threadIdx.y; k < n_chunks; k += 16) acc += partial[int64_t(k) * W + c];
@@ -59,13 +61,16 @@ __global__ void sum_partials_kernel(float* out, const float* partial, int n_chun
   if (threadIdx.y == 0 && c < W) {
     float s = 0.f;
     for (int j = 0; j < 16; ++j) s += part[j][threadIdx.x];
-    out[c] += s;
+    out[int64_t(r) * stride + c] += s;
   }
 }
 
-// out (W) += column sums of partial (n_chunks, W), deterministic (no atomics).
-inline void add_column_sums(float* out, const float* partial, int n_chunks, int W) {
-  sum_partials_kernel<<<ceil_div(W, 32), dim3(32, 16), 0, stream()>>>(out, partial, n_chunks, W);
+// out (W) += column sums of partial (n_chunks, W), deterministic (no atomics); with runs > 1,
+// each run's copy out + r·stride of its own partial (runs, n_chunks, W).
+inline void add_column_sums(float* out, const float* partial, int n_chunks, int W, int runs = 1,
+                            int64_t stride = 0) {
+  sum_partials_kernel<<<dim3(ceil_div(W, 32), runs), dim3(32, 16), 0, stream()>>>(out, stride, partial,
+                                                                                  n_chunks, W);
   PB_LAUNCH_CHECK();
 }
 
