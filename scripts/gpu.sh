@@ -20,8 +20,10 @@
 # $LOG_DIR (details text and SASS CSV), summarised on stdout by scripts/ncu_stalls.py;
 # sweep-bench (not part of all) times sweeps/bench/bench-*.toml (24 runs of each paper sweep's
 # shape at a stated fraction of its steps) with the process engine (--jobs-per-gpu $PROCESS_K,
-# default 8) and packed (--pack auto), into results/bench/sweep.csv (scripts/sweep_bench.py), and
-# prints `sweep --estimate` for the three paper sweeps; SWEEP_BENCH="flipflop a5 mqrar" narrows it,
+# default 8) and packed (--pack auto), and with STACK=N also stacked (--pack auto --stack N), into
+# results/bench/sweep.csv (scripts/sweep_bench.py), and prints `sweep --estimate` for the three
+# paper sweeps; SWEEP_BENCH="flipflop a5 mqrar" narrows it (a5-stack: bench-a5-stack.toml, 6 runs
+# per shape as paper-a5 has them),
 # ESTIMATE=0 skips the estimates; the run records go to $SWEEP_RUNS (default build-gpu/sweep-bench);
 # multi (2+ GPUs) writes results/bench/multi_gpu.csv: data-parallel step time of the mqrar config
 # on 1, 2, 4, … GPUs, and quick-sweep throughput on one GPU against all of them.
@@ -168,22 +170,27 @@ if [[ $mode == sweep-bench ]]; then
   k=${PROCESS_K:-8}
   for name in ${SWEEP_BENCH:-flipflop a5 mqrar}; do
     file=sweeps/bench/bench-$name.toml
-    full=sweeps/paper-$name.toml
+    full=sweeps/paper-${name%-stack}.toml
     full_runs=$("$BUILD/pathbench" sweep "$full" --out "$runs/none" --dry-run 2>/dev/null | wc -l)
     declare -A wall=()
-    for engine in processes packed; do
+    engines=(processes packed)
+    [[ -n ${STACK:-} ]] && engines+=(stacked)
+    for engine in "${engines[@]}"; do
       rm -rf "$runs/$engine"
       args=(--jobs-per-gpu "$k")
       [[ $engine == packed ]] && args=(--pack auto)
+      [[ $engine == stacked ]] && args=(--pack auto --stack "$STACK")
       t0=$(date +%s.%N)
       "$BUILD/pathbench" sweep "$file" --out "$runs/$engine" "${args[@]}" >>"$LOG_DIR/sweep_bench_$name.log" 2>&1 ||
         echo "sweep $name ($engine) failed: $LOG_DIR/sweep_bench_$name.log" >&2
       wall[$engine]=$(python3 -c "print($(date +%s.%N) - $t0)")
     done
     pk=$(sed -n 's/.*(packed, \([0-9]*\) slots).*/\1/p' "$LOG_DIR/sweep_bench_$name.log" | tail -1)
+    stacked=()
+    [[ -n ${STACK:-} ]] && stacked=(--stacked "$runs/stacked/bench-$name" "${wall[stacked]}" "${pk}x$STACK")
     python3 scripts/sweep_bench.py --sweep "$name" --full "$full" --full-runs "$full_runs" \
       --processes "$runs/processes/bench-$name" "${wall[processes]}" "$k" \
-      --packed "$runs/packed/bench-$name" "${wall[packed]}" "$pk" \
+      --packed "$runs/packed/bench-$name" "${wall[packed]}" "$pk" "${stacked[@]}" \
       --gpu "$gpu" --commit "$commit" --date "$date" --csv results/bench/sweep.csv | tee -a "$LOG_DIR/sweep_bench.txt" >&2
   done
   if [[ ${ESTIMATE:-1} == 1 ]]; then

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Rows of results/bench/sweep.csv for one benchmark sweep timed with both engines
-(scripts/gpu.sh sweep-bench): runs per hour, the packed/processes ratio, model FLOP utilisation
-and the projected wall time of the whole paper sweep on one GPU.
+"""Rows of results/bench/sweep.csv for one benchmark sweep timed with each engine
+(scripts/gpu.sh sweep-bench): runs per hour, the ratio to the process engine, model FLOP
+utilisation and the projected wall time of the whole paper sweep on one GPU.
 
   sweep_bench.py --sweep NAME --full sweeps/paper-X.toml --full-runs N --processes RUNS_DIR WALL_S K
-                 --packed RUNS_DIR WALL_S K --gpu NAME --commit C --date D --csv results/bench/sweep.csv
+                 --packed RUNS_DIR WALL_S K [--stacked RUNS_DIR WALL_S KxN] --gpu NAME --commit C
+                 --date D --csv results/bench/sweep.csv
 
 Model FLOPs of a run: steps × (6 · P · B · T + 6 · L · B · T² · d_model), P the parameters outside
 the embedding (read from model.safetensors), the second term causal attention's QKᵀ and AV
@@ -70,6 +71,7 @@ def main():
     p.add_argument("--full-runs", type=int, required=True)
     p.add_argument("--processes", nargs=3, required=True)
     p.add_argument("--packed", nargs=3, required=True)
+    p.add_argument("--stacked", nargs=3)  # sweep --pack K --stack N, k written KxN
     p.add_argument("--gpu", required=True)
     p.add_argument("--commit", required=True)
     p.add_argument("--date", required=True)
@@ -77,7 +79,8 @@ def main():
     a = p.parse_args()
     full_steps = tomllib.load(open(a.full, "rb"))["base"]["steps"]
     rows, rph = [], {}
-    for engine, (runs_dir, wall, k) in (("processes", a.processes), ("packed", a.packed)):
+    engines = [("processes", a.processes), ("packed", a.packed)] + ([("stacked", a.stacked)] if a.stacked else [])
+    for engine, (runs_dir, wall, k) in engines:
         wall = float(wall)
         f, steps, n, run_wall, eval_s, precision = flops(runs_dir)
         rph[engine] = n / wall * 3600

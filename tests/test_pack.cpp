@@ -325,4 +325,6 @@ steps = [90, 130]
   CHECK(runs == 18);
   CHECK(shared >= 4);  // of 12 stacking runs in groups of 3, 8 in slots 1 and 2 when runs start together
   CHECK(run_pathbench(fmt::format("sweep {} --stack 2", f)).code == 2);  // needs --pack
+  CHECK(run_pathbench(fmt::format("sweep {} --pack 2 --stack -1", f)).code == 2);
+  CHECK(run_pathbench(fmt::format("sweep {} --pack 2 --stack 2 --estimate", f)).code == 2);  // projects packing
 }

@@ -11,7 +11,9 @@ namespace pb {
 
 template <class S>
 void add_bias(S* z, const S* b, int N, int H, Runs runs) {
-  if (split_runs("add_bias", N, runs, [&](int r, int64_t i, int n) { add_bias(z + i * H, b + r * runs.stride, n, H); }))
+  if (split_runs("add_bias", N, runs, [&](int r, int64_t i, int n) {
+        add_bias(z + i * H, b + r * runs.stride, n, H);
+      }))
     return;
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < H; ++h) z[int64_t(n) * H + h] += b[h];  // z = z + b
