@@ -35,7 +35,7 @@ Transformer<E>::Transformer(const ModelConfig& cfg, const std::vector<uint64_t>&
   }
   final_norm_ = params.add("", {"final_norm", {C}, Init::Ones, false});
   head_ = params.add("", {"head", {C, V}});
-  if (seeds.size() > 1 && !encoding_entry(resolve_encoding(cfg.pe).name()).info.stacks)
+  if (seeds.size() > 1 && !encoding_info(cfg.pe).stacks)
     fail("model: encoding '{}' cannot train stacked runs (its EncodingInfo says stacks = false)", cfg.pe);
   params.allocate_and_init(seeds);
   stack_ = {params.runs, params.run_size()};

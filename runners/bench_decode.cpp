@@ -83,7 +83,7 @@ void bench_one(const BenchDecodeOpts& o, const std::string& pe, int T) {
   }
   std::string line = fmt::format("bench decode pe={} T={} batch={} layers={} d_model={} heads={} decode_tok_s={:.4g} {}",
                                  pe, T, B, o.layers, o.d_model, H, B / step_s, prefix);
-  if (encoding_entry(resolve_encoding(pe).name()).info.family == AttentionFamily::Path) {
+  if (encoding_info(pe).family == AttentionFamily::Path) {
     Rng rng(1, stream_id("bench decode"), 0);
     std::vector<float> keys(size_t(B) * H * T * D), w(size_t(B) * H * D);  // (B, H, T, D), (B, H, D)
     for (auto* x : {&keys, &w})

@@ -1,4 +1,4 @@
-// The stacked engine (`sweep --pack K --stack`): runs of one shape train as the slots of one
+// The stacked engine (`sweep --pack K --stack N`): runs of one shape train as the slots of one
 // stacked model (models/transformer.h, Runs in kernels/ops.h), whose step a worker thread of the
 // group takes for all of them at once: one batched GEMM and one kernel per op instead of one per
 // run. Each run keeps its own thread and everything else of run_training (its data, schedule,
@@ -254,7 +254,7 @@ class StackGroup final : public StackGroupBase {
   std::vector<int32_t> tokens_, targets_, pred_;  // (R·B, T) submitted batches, predictions
 };
 
-// The stacked groups of one sweep process, one per shape key (runners/trainer.cpp, stack_key),
+// The stacked groups of one sweep process, one per shape and device (runners/trainer.cpp, join_stack),
 // made when a run of that shape starts and gone when its last run leaves.
 class StackPool {
  public:

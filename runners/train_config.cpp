@@ -125,7 +125,7 @@ void resolve_precision(const TrainConfig& c) {
     fail("--precision {} needs the CUDA engine; the CPU engine computes in fp32 (drop --device cpu or use --precision fp32)",
          c.precision);
   const int head_dim = c.d_model / c.heads;
-  if (c.precision == "bf16" && encoding_entry(resolve_encoding(c.pe).name()).info.bf16 && head_dim != 32 &&
+  if (c.precision == "bf16" && encoding_info(c.pe).bf16 && head_dim != 32 &&
       head_dim != 64 && head_dim != 128)
     fail("--precision bf16: the bf16 attention kernels need a head dim (d_model / heads) of 32, 64 or 128, got {}", head_dim);
 }

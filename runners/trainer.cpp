@@ -260,7 +260,7 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       fill_batch(warm, task, kEvalSeed, 1, 0, eval_batch);
       model.forward(warm.input.data(), warm.target.data(), eval_batch, T);
     }
-    if (ctx.stacks && shard.world == 1 && encoding_entry(resolve_encoding(cfg.pe).name()).info.stacks) {
+    if (ctx.stacks && shard.world == 1 && encoding_info(cfg.pe).stacks) {
       std::tie(group, slot) = join_stack(*ctx.stacks, cfg, task, model.params);  // else trained alone
       progress->note(fmt::format("stacked: slot {} of a group of {}", slot, group->capacity()));
     }

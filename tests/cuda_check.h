@@ -82,4 +82,11 @@ inline cuda::DeviceBuffer<uint16_t> poisoned_bf16(size_t n) {
   return to_device(std::vector<uint16_t>(n, uint16_t(0x7fc0)));
 }
 
+// a and b the same floats, bit for bit (a kernel against itself: in place, replayed, one stacked run).
+inline void require_identical(const std::string& what, const std::vector<float>& a, const std::vector<float>& b) {
+  INFO(what);
+  REQUIRE(a.size() == b.size());
+  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
 }  // namespace pb::test

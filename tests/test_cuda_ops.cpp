@@ -61,11 +61,6 @@ void check_grad(const std::string& what, const FVec& got, const Vec& want) {
   check_close(what, got, want, kGradTol);
 }
 
-void require_identical(const std::string& what, const FVec& a, const FVec& b) {
-  INFO(what);
-  REQUIRE(a.size() == b.size());
-  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 // Row shapes (N, C): N = 1, 7, 63, 100, 1000 by C = 8, 50, 128, 256, then rows wider than a warp
 // handles (one block per row), with and without float4.

@@ -62,11 +62,6 @@ void check_fwd(const std::string& what, const FVec& got, const FVec& want) {
 void check_grad(const std::string& what, const FVec& got, const FVec& want) {
   check_close(what, got, want, kGradTol);
 }
-void require_identical(const std::string& what, const FVec& a, const FVec& b) {
-  INFO(what);
-  REQUIRE(a.size() == b.size());
-  CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 const char* mode_name(GradMode m) {
   return m == GradMode::Accumulate ? " accumulate" : " overwrite";

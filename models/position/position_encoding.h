@@ -172,6 +172,7 @@ EncodingEntry make_entry(Schema schema, EncodingInfo info) {
 inline constexpr const char* kDefaultEncoding = "rope";  // of a model configured without one (train --pe)
 const std::vector<EncodingEntry>& encodings();  // in registry order (also the legend order)
 const EncodingEntry& encoding_entry(std::string_view name);  // pb::Error for an unknown name
+const EncodingInfo& encoding_info(std::string_view spec);   // of a spec's encoding; pb::Error as resolve_encoding
 std::string test_spec(const EncodingEntry& e);  // e.info.test_spec, or the bare name
 std::vector<std::string> test_specs(const EncodingEntry& e);  // test_spec(e), then e.info.test_variants
 std::vector<Schema> encoding_schemas();

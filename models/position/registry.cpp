@@ -68,6 +68,8 @@ Spec resolve_encoding(std::string_view spec) {
   return resolve_spec(spec, encoding_schemas(), "position encoding");
 }
 
+const EncodingInfo& encoding_info(std::string_view spec) { return encoding_entry(resolve_encoding(spec).name()).info; }
+
 template <class E>
 std::unique_ptr<PositionEncoding<E>> make_encoding(std::string_view text) {
   const Spec spec = resolve_encoding(text);  // checks the name, so the entry exists
