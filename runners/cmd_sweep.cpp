@@ -215,6 +215,7 @@ void run_sweep(const SweepOptions& o) {
   // Every run of the sweep (or shard), resolved; the first of two with one config only.
   std::vector<Job> all;
   std::set<std::string> seen;
+  std::map<std::string, size_t> rank_of;  // run id -> SweepRun::rank
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     TrainConfig cfg;
     try {
@@ -229,6 +230,7 @@ void run_sweep(const SweepOptions& o) {
       continue;
     }
     if (depth_rule) check_eval_split(*depth_rule, cfg.task, fmt::format("{}: depth_search '{}'", o.file, depth_rule->text()));
+    rank_of[id] = sweep.runs[i].rank;
     const std::string dir = (fs::path(sweep_dir) / id).string();
     all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label, {}});  // argv: the options, for now
   }
@@ -236,9 +238,10 @@ void run_sweep(const SweepOptions& o) {
   check_grid(grid_path, all, o);
   std::vector<Job> picked;
   for (const size_t i : shard_indices(all.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[i]);
-  if (!sweep.depth_search.empty())  // seeds outermost, then shallow before deep
-    std::stable_sort(picked.begin(), picked.end(), [](const Job& a, const Job& b) {
-      return a.cfg.seed != b.cfg.seed ? a.cfg.seed < b.cfg.seed : a.cfg.layers < b.cfg.layers;
+  if (!sweep.depth_search.empty())  // the outer value and seed first, then shallow before deep
+    std::stable_sort(picked.begin(), picked.end(), [&](const Job& a, const Job& b) {
+      const size_t ra = rank_of.at(a.run_id), rb = rank_of.at(b.run_id);
+      return ra != rb ? ra < rb : a.cfg.layers < b.cfg.layers;
     });
   const std::vector<int> devices = packed ? pack_slots(o, picked) : std::vector<int>{};
   const size_t n_slots = packed ? devices.size() : slots.size();

@@ -146,6 +146,7 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
   Sweep sweep;
   std::vector<Dim> dims;
   std::vector<Setting> fixed;
+  std::string outer;  // [sweep] outer
   for (const auto& [k, v] : *head) {
     const std::string key(k.str());
     if (key == "name") continue;
@@ -155,8 +156,14 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
       sweep.depth_search = parse_stop_rule(rule->get(), c.where(v, "sweep", key)).text();
       continue;
     }
+    if (key == "outer") {
+      const auto* dim = v.as_string();
+      if (!dim || dim->get().empty()) fail("{}: expected the name of a [grid] key", c.where(v, "sweep", key));
+      outer = dim->get();
+      continue;
+    }
     if (key != "task" && key != "seeds")
-      fail("{}: unknown key; valid keys: name, task, seeds, depth_search", c.where(v, "sweep", key));
+      fail("{}: unknown key; valid keys: name, task, seeds, depth_search, outer", c.where(v, "sweep", key));
     const char kind = key == "task" ? 's' : 'i';
     Dim d{key == "task" ? "task" : "seed", {}};
     if (const auto* list = v.as_array()) {
@@ -194,6 +201,14 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
     dims.push_back(std::move(d));
   }
   if (!given("task")) fail("{}: no task; set task = \"NAME[:key=value,...]\" in [sweep]", path);
+  if (!outer.empty()) {  // the [grid] keys follow seeds: the named one moves in front of them
+    const auto it = std::find_if(dims.begin(), dims.end(), [&](const Dim& d) { return d.key == outer; });
+    if (it == dims.end() || outer == "seed")
+      fail("{}: '{}' is not a [grid] key", c.where(*head->get("outer"), "sweep", "outer"), outer);
+    std::rotate(dims.begin(), it, it + 1);
+  }
+  const size_t seed_at = static_cast<size_t>(
+      std::find_if(dims.begin(), dims.end(), [](const Dim& d) { return d.key == "seed"; }) - dims.begin());
   if (!sweep.depth_search.empty() && std::none_of(dims.begin(), dims.end(), [](const Dim& d) { return d.key == "layers"; }))
     fail("{}: [sweep] depth_search needs a list of layers in [grid]", path);
   for (const std::string spec : {"task", "pe"}) {
@@ -239,7 +254,9 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
         for (size_t at = 0; (at = args.back().find("{seed}", at)) != std::string::npos;)
           args.back().replace(at, 6, seed->value);
     }
-    sweep.runs.push_back({std::move(args), std::move(label)});
+    size_t rank = 0;  // mixed radix over the dimensions up to seeds
+    for (size_t d = 0; d <= seed_at; ++d) rank = rank * dims[d].values.size() + at[d];
+    sweep.runs.push_back({std::move(args), std::move(label), rank});
     more = false;
     for (size_t d = dims.size(); d-- > 0;) {
       if (++at[d] < dims[d].values.size()) {

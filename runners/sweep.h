@@ -1,9 +1,9 @@
 // Sweep files: `[sweep]` (name, task, seeds), `[base]` (options of every run) and `[grid]` (lists
 // whose Cartesian product gives the runs). Keys are the long options of `pathbench train` with
 // dashes written as underscores; `task.KEY` / `pe.KEY` append `KEY=value` to the task / encoding
-// spec. Expansion order: seeds outermost (an interrupted sweep completes whole seeds first), then
-// the task list of [sweep] if it is one, then the [grid] keys in file order, the last varying
-// fastest.
+// spec. Expansion order: the [grid] key named by `[sweep] outer` if any, then seeds (an interrupted
+// sweep completes whole seeds first), then the task list of [sweep] if it is one, then the other
+// [grid] keys in file order, the last varying fastest.
 #pragma once
 #include <map>
 #include <string>
@@ -19,7 +19,8 @@ using OptionKinds = std::map<std::string, char>;  // long name with dashes -> ki
 
 struct SweepRun {
   std::vector<std::string> args;  // train options, e.g. {"--task", "flipflop:len=8", "--seed", "0"}
-  std::string label;              // the varying values, e.g. "pe=path layers=2 seed=0"
+  std::string label;              // the varying values, e.g. "seed=0 pe=path layers=2"
+  size_t rank = 0;                // its outer value and seed as one index, in run order
 };
 
 struct Sweep {

@@ -84,12 +84,16 @@ TEST_CASE("every position encoding: decoded logits equal the parallel forward's 
       }
 }
 
+// The two algorithms round differently (PaTH's blockwise UT transform against the decoder's key
+// updates one token at a time), and so does the instruction set Eigen is built for: path_fox's
+// random gates reach 1.7e-4 on an AVX-512 machine, below 1e-4 on the machines before it. A wrong
+// cache or state is of order 1, and the double test above holds every encoding to 1e-9.
 TEST_CASE("every position encoding: decoded logits agree with the parallel forward in float", "[decode]") {
   for (const auto& entry : encodings())
     for (const std::string& spec : test_specs(entry)) {
       DYNAMIC_SECTION(spec) {
         auto model = random_model<Cpu32>({11, 2, 24, 3, 32, spec});
-        CHECK(decode_error(model, 2, 33) <= 1e-4);
+        CHECK(decode_error(model, 2, 33) <= 1e-3);
       }
     }
 }

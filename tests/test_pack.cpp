@@ -12,6 +12,7 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <fmt/ranges.h>
 
 #include "cli.h"
 #include "core/io.h"
@@ -215,6 +216,24 @@ TEST_CASE("sweep: depth_search skips deeper runs once a shallower one met the ru
   const std::string g = sweep_file(d, text);
   r = run_pathbench(fmt::format("sweep {} --out {} --dry-run", g, d.file("none")));
   CHECK(r.out.find("skipped") == std::string::npos);
+  // Runs go seed by seed, shallow before deep; with [sweep] outer, by its values first.
+  auto order = [&](const std::string& sweep) {
+    std::vector<std::string> labels;
+    std::istringstream lines(run_pathbench(fmt::format("sweep {} --out {} --dry-run", sweep_file(d, sweep), d.file("order"))).out);
+    for (std::string line; std::getline(lines, line);) labels.push_back(line.substr(line.rfind('\t') + 1));
+    return fmt::format("{}", fmt::join(labels, ", "));
+  };
+  text.replace(text.find("seeds = [0]"), 11, "seeds = [0, 1]");
+  CHECK(order(text) ==
+        "seed=0 layers=1 pe=rope, seed=0 layers=1 pe=path, seed=0 layers=2 pe=rope, seed=0 layers=2 pe=path, "
+        "seed=0 layers=3 pe=rope, seed=0 layers=3 pe=path, seed=1 layers=1 pe=rope, seed=1 layers=1 pe=path, "
+        "seed=1 layers=2 pe=rope, seed=1 layers=2 pe=path, seed=1 layers=3 pe=rope, seed=1 layers=3 pe=path");
+  std::string outer = text;
+  outer.replace(outer.find("seeds = [0, 1]"), 14, "seeds = [0, 1]\nouter = \"pe\"");
+  CHECK(order(outer) ==
+        "pe=rope seed=0 layers=1, pe=rope seed=0 layers=2, pe=rope seed=0 layers=3, pe=rope seed=1 layers=1, "
+        "pe=rope seed=1 layers=2, pe=rope seed=1 layers=3, pe=path seed=0 layers=1, pe=path seed=0 layers=2, "
+        "pe=path seed=0 layers=3, pe=path seed=1 layers=1, pe=path seed=1 layers=2, pe=path seed=1 layers=3");
   text.replace(text.find("layers = [1, 2, 3]"), 18, "");
   CHECK(run_pathbench(fmt::format("sweep {} --dry-run", sweep_file(d, text))).code == 2);  // needs layers
 }

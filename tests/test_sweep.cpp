@@ -66,6 +66,20 @@ lr = [1e-3, 3e-4]
   CHECK(tasks.runs[1].args == std::vector<std::string>{"--seed", "0", "--task", "a:len=8"});
   CHECK(tasks.runs[2].args[3] == "b:x=1,len=4");
   CHECK(tasks.runs[3].label == "seed=0 task=b:x=1 task.len=8");
+
+  // [sweep] outer: that key's values outermost, then seeds; rank numbers (value, seed) in run order.
+  CHECK(s.runs[8].rank == 1);  // seed 1
+  const pb::Sweep lengths = parse("[sweep]\nname = \"v\"\ntask = \"a\"\nseeds = [0, 1]\nouter = \"task.len\"\n"
+                                  "[grid]\nlayers = [1, 2]\ntask.len = [4, 8]\n");
+  REQUIRE(lengths.runs.size() == 8);
+  std::vector<std::string> labels;
+  std::vector<size_t> ranks;
+  for (const auto& run : lengths.runs) labels.push_back(run.label), ranks.push_back(run.rank);
+  CHECK(labels == std::vector<std::string>{"task.len=4 seed=0 layers=1", "task.len=4 seed=0 layers=2",
+                                           "task.len=4 seed=1 layers=1", "task.len=4 seed=1 layers=2",
+                                           "task.len=8 seed=0 layers=1", "task.len=8 seed=0 layers=2",
+                                           "task.len=8 seed=1 layers=1", "task.len=8 seed=1 layers=2"});
+  CHECK(ranks == std::vector<size_t>{0, 0, 1, 1, 2, 2, 3, 3});
 }
 
 TEST_CASE("sweep: run ids through train's options are stable, built-in sweeps resolve", "[sweep]") {
@@ -134,6 +148,9 @@ TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
                     Contains("x.toml:7: [grid] layers: given twice"));
   CHECK_THROWS_WITH(parse(head + "[base]\ntask = \"a5\"\n"), Contains("x.toml:5: [base] task: given twice"));
   CHECK_THROWS_WITH(parse(head + "seedz = [1]\n"), Contains("x.toml:4: [sweep] seedz: unknown key"));
+  CHECK_THROWS_WITH(parse(head + "outer = \"lr\"\n[grid]\nlayers = [1]\n"), Contains("x.toml:4: [sweep] outer: 'lr' is not a [grid] key"));
+  CHECK_THROWS_WITH(parse(head + "outer = \"seed\"\n"), Contains("[sweep] outer: 'seed' is not a [grid] key"));
+  CHECK_THROWS_WITH(parse(head + "outer = 3\n"), Contains("x.toml:4: [sweep] outer: expected the name of a [grid] key"));
   CHECK_THROWS_WITH(parse(head + "[grids]\n"), Contains("x.toml:4: unknown section or key 'grids'"));
   CHECK_THROWS_WITH(parse(head + "[base]\nlayers = \n"), Contains("x.toml:5:"));
   CHECK_THROWS_WITH(parse(head + "[base]\npe.x = 1\n"), Contains("x.toml: pe.KEY given without pe"));
