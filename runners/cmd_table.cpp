@@ -222,13 +222,15 @@ void run_table(TableOptions o) {
     const auto by_depth = cell_rows(csv, rows, {o.rows, o.cols, "layers"}, o.metric);
     auto seeds_cell = [&](const std::string& r, const std::string& c) {
       const size_t sc = csv.column("seed"), mc = csv.column(o.metric);
-      std::map<std::string, std::string> first;  // seed -> its smallest passing depth ("" if none)
+      std::map<std::string, std::string> first;    // seed -> its smallest passing depth ("" if none)
+      std::map<std::string, std::string> deepest;  // seed -> its deepest depth
       std::vector<std::string> seeds;
       for (const auto& [key, at] : by_depth) {
         if (key[0] != r || key[1] != c) continue;
         for (size_t i : at) {
           const auto [it, fresh] = first.try_emplace(csv.rows[i][sc]);
           if (fresh) seeds.push_back(csv.rows[i][sc]);
+          deepest[csv.rows[i][sc]] = key[2];
           if (it->second.empty() && !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers)
             it->second = key[2];
         }
@@ -236,8 +238,29 @@ void run_table(TableOptions o) {
       std::sort(seeds.begin(), seeds.end(), [](const auto& a, const auto& b) { return value_less("seed", a, b); });
       std::string out;
       for (const auto& seed : seeds)
-        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, first[seed].empty() ? "—" : first[seed]);
+        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed,
+                           first[seed].empty() ? "> " + deepest[seed] : first[seed]);
       return out;
+    };
+    // The table's seeds: a depth decides a cell only when all of them have a value there.
+    const size_t n_seeds = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
+    // The smallest depth meeting the rule, walking up from the shallowest. A depth where some of
+    // the table's seeds have no value (runs pending) decides nothing, unless the rule is "any" and
+    // a seed there passes: "≥ d (k of n seeds)". None up to the deepest depth D: "> D", with
+    // "cap" when a run at D ended at its step budget.
+    auto depth_cell = [&](const std::string& r, const std::string& c) -> std::string {
+      std::string deepest;
+      size_t n = 0;
+      for (const auto& [key, st] : cells) {
+        if (key[0] != r || key[1] != c) continue;
+        const double v = o.min_layers_by == "any" ? st.max : o.min_layers_by == "all" ? st.min : st.mean;
+        const bool complete = st.n >= n_seeds;
+        if (v >= o.min_layers && (complete || o.min_layers_by == "any")) return fmt::format("{} (n={})", key[2], st.n);
+        if (!complete) return fmt::format("≥ {} ({} of {} seeds)", key[2], st.n, n_seeds);
+        deepest = key[2], n = st.n;
+      }
+      if (deepest.empty()) return "";
+      return fmt::format("> {} ({}n={})", deepest, capped(r, c) ? "cap, " : "", n);
     };
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
@@ -246,24 +269,16 @@ void run_table(TableOptions o) {
           table.back().second.push_back(seeds_cell(r, c));
           continue;
         }
-        std::string cell;
-        for (const auto& [key, st] : cells) {
-          if (key[0] != r || key[1] != c) continue;
-          const double v = o.min_layers_by == "any" ? st.max : o.min_layers_by == "all" ? st.min : st.mean;
-          if (v >= o.min_layers) {
-            cell = key[2];
-            break;
-          }
-          cell = capped(r, c) ? "— (cap)" : "—";
-        }
-        table.back().second.push_back(cell);
+        table.back().second.push_back(depth_cell(r, c));
       }
     }
     const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
-    caption = o.per_seed ? fmt::format("smallest layers where each seed's {} ≥ {} (s<seed> depth; — none)", caption,
-                                       o.min_layers)
-                         : fmt::format("smallest layers where {} {} ≥ {} (— none; — (cap): none, and a run of the "
-                                       "deepest depth ended at its step budget, so budget-limited; blank: no runs)",
+    caption = o.per_seed ? fmt::format("smallest layers where each seed's {} ≥ {} (s<seed> depth; > D: none up to "
+                                       "its deepest run, D layers)",
+                                       caption, o.min_layers)
+                         : fmt::format("smallest layers where {} {} ≥ {}, n seeds (> D: none up to D layers; cap: a run "
+                                       "at D ended at its step budget, so budget-limited; ≥ d (k of n seeds): runs "
+                                       "pending at d, undecided; blank: no runs)",
                                        who, caption, o.min_layers);
     if (fill.filled)
       caption += fmt::format("; {} deeper depths of configurations (seed, {}) that reached it were not run (the "

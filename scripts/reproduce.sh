@@ -6,7 +6,8 @@
 #                                     packs the records back, collects the CSVs, rebuilds the tables
 #   scripts/reproduce.sh lengthgen    the same for lengthgen-flipflop (trained at 512, read at 1K–8K)
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
-#                                     DRAIN_AFTER=S stops starting runs after S seconds)
+#                                     DRAIN_AFTER=S stops starting runs after S seconds); its
+#                                     tables mark the cells whose runs are pending
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
 #                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
@@ -121,6 +122,37 @@ ablation_tables() {
   done
 }
 
+# PaTH Figure 2 bottom as tables: the smallest depth whose test seq_acc reaches 90 %, lr chosen on
+# val per encoding, length and depth; cells whose runs are pending say so (docs/sweeps.md, table).
+a5_tables() {
+  local d=results/paper-a5 by len
+  [ -f $d/evals.csv ] || return 0
+  local sel=(--split test --metric seq_acc --best-over lr --select-on val)
+  tables() {
+    echo "# paper-a5: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. The sweep is in progress:"
+    echo "a cell whose seeds have not all run at some depth reads \"≥ d (k of n seeds)\", undecided."
+    for by in "mean:the mean over seeds" "all:every seed" "any:some seed"; do
+      echo
+      echo "## Smallest depth with test seq_acc ≥ 90 %: ${by#*:}"
+      echo
+      "$PB" table $d/evals.csv "${sel[@]}" --min-layers 0.9 --min-layers-by "${by%%:*}"
+    done
+    echo
+    echo "## Smallest depth with test seq_acc ≥ 90 %: each seed"
+    echo
+    "$PB" table $d/evals.csv "${sel[@]}" --min-layers 0.9 --per-seed
+    for len in $("$PB" table $d/evals.csv "${sel[@]}" --min-layers 0.9 | sed -n 's/^| pe \\ task_len | \(.*\) |$/\1/p' | tr -d '|'); do
+      echo
+      echo "## Length $len: test seq_acc (%) at every depth that ran"
+      echo
+      "$PB" table $d/evals.csv "${sel[@]}" --rows pe --cols layers --where task_len=$len --percent
+    done
+  }
+  atomic $d/tables.md tables
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -143,10 +175,10 @@ flipflop_run() {
 case "${1:-}" in
   flipflop) flipflop_run ;;
   lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
-  a5) sweep_run paper-a5 ;;
+  a5) sweep_run paper-a5 && a5_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
   --from-csv)
-    flipflop_tables && lengthgen_tables && ablation_tables
+    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;

@@ -40,24 +40,26 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   pb::write_file_atomic(csv, pb::write_csv(c));
 
   // path at 2 layers: seed 0's 0.95 (filled from 1 layer) and seed 1's 0.86, mean 0.905. Without
-  // the fill the mean would be seed 1's alone, 0.86, and the answer 3.
+  // the fill the mean would be seed 1's alone, 0.86, and the answer 3. rope at 2 layers has seed
+  // 1's 0.95 alone: seed 0's run there is pending, so the cell is undecided, not 2.
   const std::string mean = table(csv, "");
-  CHECK_THAT(mean, Contains("| path | 2 |") && Contains("| rope | 2 |"));
+  CHECK_THAT(mean, Contains("| path | 2 (n=2) |") && Contains("| rope | ≥ 2 (1 of 2 seeds) |"));
   CHECK_THAT(mean, Contains("; 2 deeper depths of configurations (seed, row, column) that reached it were not run"));
   CHECK_THAT(mean, Contains("; 1 configurations end below it before their cell's deepest depth"));
-  CHECK_THAT(table(csv, " --min-layers-by all"), Contains("| path | 3 |"));
-  CHECK_THAT(table(csv, " --min-layers-by any"), Contains("| path | 1 |"));
-  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 |") && Contains("(seed, lr, row, column)"));
-  // Each seed's own smallest depth; rope's seed 0 has none.
+  CHECK_THAT(table(csv, " --min-layers-by all"), Contains("| path | 3 (n=2) |"));
+  // Some seed: one seed's pass decides, present or not the others (rope's seed 1 at 2 layers).
+  CHECK_THAT(table(csv, " --min-layers-by any"), Contains("| path | 1 (n=2) |") && Contains("| rope | 2 (n=1) |"));
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 (n=2) |") && Contains("(seed, lr, row, column)"));
+  // Each seed's own smallest depth; rope's seed 0 has none up to its deepest run (1 layer).
   const std::string seeds = table(csv, " --per-seed");
-  CHECK_THAT(seeds, Contains("*smallest layers where each seed's seq_acc on test ≥ 0.9 (s<seed> depth; — none)"));
-  CHECK_THAT(seeds, Contains("| path | s0 1, s1 3 |") && Contains("| rope | s0 —, s1 2 |"));
+  CHECK_THAT(seeds, Contains("*smallest layers where each seed's seq_acc on test ≥ 0.9 (s<seed> depth; > D: none"));
+  CHECK_THAT(seeds, Contains("| path | s0 1, s1 3 |") && Contains("| rope | s0 > 1, s1 2 |"));
 
   // A configuration that reached the threshold at its cell's deepest depth leaves nothing to fill.
   c.rows.resize(8);  // path only
   pb::write_file_atomic(csv, pb::write_csv(c));
-  CHECK_THAT(table(csv, ""), Contains("| path | 2 |") && Contains("2 deeper depths"));
+  CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |") && Contains("2 deeper depths"));
   c.rows.resize(2);  // path seed 0 at 1 layer alone
   pb::write_file_atomic(csv, pb::write_csv(c));
-  CHECK_THAT(table(csv, ""), Contains("| path | 1 |") && !Contains("deeper depths"));
+  CHECK_THAT(table(csv, ""), Contains("| path | 1 (n=1) |") && !Contains("deeper depths"));
 }

@@ -222,17 +222,18 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   const std::string csv = (d / "evals.csv").string();
   pb::Csv c;
   c.header = {"pe", "len", "layers", "seed", "acc"};
-  // path reaches 0.9 at 1 layer for len 8 and at 2 for len 16; rope needs 3 for len 8, never for 16.
+  // Seed 0: path reaches 0.9 at 1 layer for len 8 and at 2 for len 16; rope needs 3 for len 8, and
+  // for 16 none of its runs (3 layers only) does.
   const std::vector<std::vector<std::string>> rows = {
       {"path:block=64", "8", "1", "0", "0.95"}, {"path:block=64", "8", "2", "0", "0.99"}, {"path:block=64", "16", "1", "0", "0.5"},
       {"path:block=64", "16", "2", "0", "0.91"}, {"rope:base=10000", "8", "1", "0", "0.4"}, {"rope:base=10000", "8", "2", "0", "0.89"},
-      {"rope:base=10000", "8", "3", "0", "0.93"}, {"rope:base=10000", "8", "3", "1", "0.95"}, {"rope:base=10000", "16", "3", "0", "0.6"}};
+      {"rope:base=10000", "8", "3", "0", "0.93"}, {"rope:base=10000", "16", "3", "0", "0.6"}};
   c.rows = rows;
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--min-layers", "0.9"}) ==
-        "*smallest layers where the mean acc ≥ 0.9 (— none; — (cap): none, and a run of the deepest depth ended at "
-        "its step budget, so budget-limited; blank: no runs)*\n\n"
-        "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 | — |\n| path | 1 | 2 |\n");
+        "*smallest layers where the mean acc ≥ 0.9, n seeds (> D: none up to D layers; cap: a run at D ended at its "
+        "step budget, so budget-limited; ≥ d (k of n seeds): runs pending at d, undecided; blank: no runs)*\n\n"
+        "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 (n=1) | > 3 (n=1) |\n| path | 1 (n=1) | 2 (n=1) |\n");
   // With collect's task_len (a word problem's elements, len − 1 with its BOS), columns are labelled by it.
   pb::Csv t = c;
   t.header.push_back("task_len");
@@ -244,21 +245,28 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   s.header.push_back("stop");
   for (auto& row : s.rows) row.push_back(row[0] == "rope:base=10000" && row[1] == "16" ? "steps" : "patience 8 (...)");
   pb::write_file_atomic(csv, pb::write_csv(s));
-  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 | — (cap) |"));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 (n=1) | > 3 (cap, n=1) |"));
   s.rows.back().back() = "patience 8 (...)";
   pb::write_file_atomic(csv, pb::write_csv(s));
-  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 | — |"));
-  pb::write_file_atomic(csv, pb::write_csv(c));
-  // rope at len 8, seeds 0 / 1: 1 layer 0.4 / 0.93, 2 layers 0.89 / 0.95, 3 layers 0.93 / 0.95.
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 3 (n=1) | > 3 (n=1) |"));
+  // A second seed at rope len 8 with 1 and 2 layers: seeds 0 / 1 at 1 layer 0.4 / 0.93, at 2 layers
+  // 0.89 / 0.95; at 3 layers seed 0's 0.93 alone, seed 1's run pending.
   c.rows.push_back({"rope:base=10000", "8", "1", "1", "0.93"});
   c.rows.push_back({"rope:base=10000", "8", "2", "1", "0.95"});
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--min-layers-by", "any"}),
-             Contains("where some seed's acc ≥ 0.9") && Contains("| rope | 1 | — |"));
-  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}), Contains("| rope | 2 | — |"));
+             Contains("where some seed's acc ≥ 0.9") && Contains("| rope | 1 (n=2) | ≥ 3 (1 of 2 seeds) |"));
+  // The mean passes at 2 layers (0.92). Cells without seed 1 decide nothing: its runs are pending.
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}),
+             Contains("| rope | 2 (n=2) | ≥ 3 (1 of 2 seeds) |\n| path | ≥ 1 (1 of 2 seeds) | ≥ 1 (1 of 2 seeds) |"));
+  // Every seed: not at 2 layers (0.89); at 3 layers seed 1 counts with its 0.95 at 2 (it passed
+  // there, so a depth search would not run 3) and seed 0 passes.
   CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--min-layers-by", "all"}),
-             Contains("where every seed's acc ≥ 0.9") && Contains("| rope | 3 | — |"));
+             Contains("where every seed's acc ≥ 0.9") && Contains("| rope | 3 (n=2) |"));
+  CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--per-seed"}),
+             Contains("| rope | s0 3, s1 1 | s0 > 3 |\n| path | s0 1 | s0 2 |"));
   c.rows = rows;
+  c.rows.push_back({"rope:base=10000", "8", "3", "1", "0.95"});
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--where", "len=8"}) ==
         "*acc, mean ± sd over seeds (n seeds)*\n\n| pe \\ layers | 1 | 2 | 3 |\n|---|---|---|---|\n"
