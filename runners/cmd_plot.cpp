@@ -40,7 +40,7 @@ Figure figure_of(const std::string& name) {
     return {"len", Axis::Log2, false, "sequence length", {"train_task", "layers", "d_model", "heads", "steps", "batch"}};
   if (name == "error-rate")
     return {"split", Axis::Category, true, "evaluation split", {"task", "layers", "d_model", "heads", "steps", "batch"}};
-  fail("--figure {}: unknown; use acc-vs-depth, acc-vs-length, error-rate or curves", name);
+  fail("--figure {}: unknown; use acc-vs-depth, acc-vs-length, error-rate, min-depth or curves", name);
 }
 
 std::string spec_value(const std::string& spec, const std::string& key) {
@@ -131,6 +131,7 @@ void draw_point(Svg& svg, const Point& pt, double X, const YAxis& axis, const Sc
 
 void run_plot(PlotOptions o) {
   if (o.figure == "curves") return plot_curves(o);
+  if (o.figure == "min-depth") return plot_min_depth(o);
   const Figure fig = figure_of(o.figure);
   if (o.metric == "loss") fail("--metric loss: only --figure curves draws the loss");
   const Csv csv = read_csv(o.csv);
@@ -267,7 +268,7 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("csv", o->csv, "evals.csv (history.csv for curves) from `pathbench collect`")
       ->type_name("FILE")
       ->required();
-  cmd->add_option("--figure", o->figure, "acc-vs-depth, acc-vs-length, error-rate or curves")->required();
+  cmd->add_option("--figure", o->figure, "acc-vs-depth, acc-vs-length, error-rate, min-depth or curves")->required();
   cmd->add_option("-o,--out", o->out, "output .svg (a .png is added when rsvg-convert exists)")
       ->type_name("FILE")
       ->required();
@@ -280,6 +281,12 @@ void add_plot_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--select-on", o->select_on, "split on which --best-over chooses, SPLIT[,COLUMN=VALUE...] as in table")
       ->capture_default_str();
+  cmd->add_option("--min-layers", o->min_layers, "min-depth: the threshold the metric must reach")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--min-layers-by", o->min_layers_by, "min-depth: the mean over seeds, any seed or all seeds")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "any", "all"}));
   cmd->add_option("--where", o->where, "COLUMN=VALUE: keep only matching rows (repeatable)")
       ->allow_extra_args(false);
   cmd->callback([o] { run_plot(*o); });

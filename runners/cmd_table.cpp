@@ -2,7 +2,7 @@
 // mean over seeds with their number and either ± sd or, from seqstats.csv, a nested bootstrap
 // interval (docs/statistics.md), or each seed's value (--per-seed); with --min-layers T the
 // smallest depth whose mean (or any / every seed; each seed's with --per-seed) reaches T, depths
-// skipped by the adaptive depth search counting as passed (fill_skipped_depths). With
+// skipped by the adaptive depth search counting as passed (runners/min_depth.h). With
 // --best-over KEY, KEY is chosen once per row (and column, unless the columns are the splits) on
 // the selection split --select-on, and every cell reports that choice.
 #include <fmt/ranges.h>
@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "runners/bootstrap.h"
 #include "runners/commands.h"
+#include "runners/min_depth.h"
 #include "runners/results.h"
 
 namespace pb {
@@ -110,57 +111,6 @@ struct CellWriter {
   }
 };
 
-// What --min-layers makes of the adaptive depth search (docs/sweeps.md), which runs a configuration
-// (a row, column, seed and --best-over value) only up to the first depth that meets its rule. A
-// configuration whose deepest run reaches `threshold` on `metric` of `split` counts at every
-// deeper depth of its cell with that run's rows (all splits), as the search assumes: a depth that
-// solves the task is not followed by one that fails it. Returns the (configuration, depth) pairs
-// so filled and the configurations that end below the threshold before their cell's deepest
-// depth (pending or failed runs: their deeper depths stay missing).
-struct DepthFill {
-  size_t filled = 0, short_of = 0;
-};
-DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
-                              const std::string& metric, const std::string& split, double threshold) {
-  config.push_back("seed");
-  std::vector<size_t> cc;  // the configuration's columns
-  for (const auto& c : config) cc.push_back(csv.column(c));
-  const size_t lc = csv.column("layers"), mc = csv.column(metric);
-  const bool splits = csv.has("split");
-  const size_t sc = splits ? csv.column("split") : 0;
-  using Depths = std::map<double, std::vector<size_t>>;  // depth -> the configuration's rows there
-  std::map<std::vector<std::string>, Depths> configs;
-  std::map<std::vector<std::string>, std::map<double, std::string>> cells;  // (row, column) -> depths
-  for (size_t r : rows) {
-    std::vector<std::string> key;
-    for (size_t c : cc) key.push_back(csv.rows[r][c]);
-    const double depth = number(csv.rows[r][lc], "layers");
-    configs[key][depth].push_back(r);
-    cells[{key[0], key[1]}][depth] = csv.rows[r][lc];
-  }
-  DepthFill out;
-  for (const auto& [key, depths] : configs) {
-    const auto& [deepest, at] = *depths.rbegin();
-    const auto& cell = cells[{key[0], key[1]}];
-    if (cell.rbegin()->first == deepest) continue;
-    double value = -1;  // the table's metric at the deepest run, on its split
-    for (size_t r : at)
-      if ((!splits || csv.rows[r][sc] == split) && !csv.rows[r][mc].empty())
-        value = number(csv.rows[r][mc], metric);
-    if (!(value >= threshold)) {
-      ++out.short_of;
-      continue;
-    }
-    for (auto d = cell.upper_bound(deepest); d != cell.end(); ++d, ++out.filled)
-      for (size_t r : at) {
-        auto row = csv.rows[r];
-        row[lc] = d->second;
-        csv.rows.push_back(std::move(row));
-      }
-  }
-  return out;
-}
-
 void run_table(TableOptions o) {
   Csv csv = read_csv(o.csv);
   const bool min_layers = o.min_layers_opt->count() > 0;
@@ -202,23 +152,7 @@ void run_table(TableOptions o) {
   std::vector<std::pair<std::string, std::vector<std::string>>> table;
   if (!split.empty()) caption += " on " + split;
   if (min_layers) {
-    const Cells cells = aggregate(csv, rows, {o.rows, o.cols, "layers"}, o.metric, "", lower);
-    // Whether a run of the deepest depth of (r, c) ended at its step budget (collect's "stop" is
-    // "steps"), so "none" is budget-limited rather than unsolved.
-    auto capped = [&](const std::string& r, const std::string& c) {
-      if (!csv.has("stop")) return false;
-      const size_t rc = csv.column(o.rows), cc = csv.column(o.cols), lc = csv.column("layers"), sc = csv.column("stop");
-      std::string deepest;
-      bool cap = false;
-      for (size_t i : rows) {
-        const auto& row = csv.rows[i];
-        if (row[rc] != r || row[cc] != c) continue;
-        if (deepest.empty() || value_less("layers", deepest, row[lc])) deepest = row[lc], cap = false;
-        if (row[lc] == deepest && row[sc] == "steps") cap = true;
-      }
-      return cap;
-    };
-    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 —".
+    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 > 3" (none up to its deepest run).
     const auto by_depth = cell_rows(csv, rows, {o.rows, o.cols, "layers"}, o.metric);
     auto seeds_cell = [&](const std::string& r, const std::string& c) {
       const size_t sc = csv.column("seed"), mc = csv.column(o.metric);
@@ -242,26 +176,7 @@ void run_table(TableOptions o) {
                            first[seed].empty() ? "> " + deepest[seed] : first[seed]);
       return out;
     };
-    // The table's seeds: a depth decides a cell only when all of them have a value there.
-    const size_t n_seeds = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
-    // The smallest depth meeting the rule, walking up from the shallowest. A depth where some of
-    // the table's seeds have no value (runs pending) decides nothing, unless the rule is "any" and
-    // a seed there passes: "≥ d (k of n seeds)". None up to the deepest depth D: "> D", with
-    // "cap" when a run at D ended at its step budget.
-    auto depth_cell = [&](const std::string& r, const std::string& c) -> std::string {
-      std::string deepest;
-      size_t n = 0;
-      for (const auto& [key, st] : cells) {
-        if (key[0] != r || key[1] != c) continue;
-        const double v = o.min_layers_by == "any" ? st.max : o.min_layers_by == "all" ? st.min : st.mean;
-        const bool complete = st.n >= n_seeds;
-        if (v >= o.min_layers && (complete || o.min_layers_by == "any")) return fmt::format("{} (n={})", key[2], st.n);
-        if (!complete) return fmt::format("≥ {} ({} of {} seeds)", key[2], st.n, n_seeds);
-        deepest = key[2], n = st.n;
-      }
-      if (deepest.empty()) return "";
-      return fmt::format("> {} ({}n={})", deepest, capped(r, c) ? "cap, " : "", n);
-    };
+    const auto depths = min_depths(csv, rows, o.rows, o.cols, o.metric, o.min_layers_by, o.min_layers);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {
@@ -269,7 +184,8 @@ void run_table(TableOptions o) {
           table.back().second.push_back(seeds_cell(r, c));
           continue;
         }
-        table.back().second.push_back(depth_cell(r, c));
+        const auto it = depths.find({r, c});
+        table.back().second.push_back(it == depths.end() ? "" : min_depth_text(it->second));
       }
     }
     const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";

@@ -150,8 +150,9 @@ void draw_y_axis(Svg& svg, const YAxis& axis, const Scale& sx, const Scale& sy, 
       svg.text(sx.from - 5, sy(d) + 4, d == 0 ? "1" : fmt::format("1e{}", d), "end", 10);
     }
   } else {
-    for (int i = 0; i <= 5; ++i) {
-      const double v = axis.lo + (axis.hi - axis.lo) * i / 5;
+    const int n = axis.tick > 0 ? int(std::lround((axis.hi - axis.lo) / axis.tick)) : 5;
+    for (int i = 0; i <= n; ++i) {
+      const double v = axis.lo + (axis.hi - axis.lo) * i / n;
       svg.line(sx.from, sy(v), sx.to, sy(v), grid);
       svg.text(sx.from - 5, sy(v) + 4, fmt::format("{:.3g}", v), "end", 10);
     }

@@ -15,6 +15,8 @@ namespace pb {
 struct PlotOptions {
   std::string csv, figure, out, split, metric = "acc", best_over = "lr", select_on = "val";
   std::vector<std::string> where;
+  double min_layers = 0.9;             // min-depth: the threshold
+  std::string min_layers_by = "mean";  // min-depth: mean | any | all (seeds)
 };
 
 constexpr double kPanelW = 300, kPanelH = 230, kLeft = 58, kRight = 14, kTop = 30, kBottom = 46;
@@ -43,6 +45,7 @@ struct Scale {
 struct YAxis {
   bool log = false;
   double lo = 0, hi = 1;
+  double tick = 0;  // linear: the grid's spacing (0: five intervals)
   // v in axis coordinates, clamped to [lo, hi] (a log axis takes v <= 0 to its floor).
   double at(double v) const;
   // Whether v lies inside the axis range (0 on a log axis does not).
@@ -89,5 +92,6 @@ void write_figure(const std::string& path, const Svg& svg, double width, double 
                   size_t series);
 
 void plot_curves(const PlotOptions& o);
+void plot_min_depth(const PlotOptions& o);
 
 }  // namespace pb

@@ -122,7 +122,7 @@ ablation_tables() {
   done
 }
 
-# PaTH Figure 2 bottom as tables: the smallest depth whose test seq_acc reaches 90 %, lr chosen on
+# PaTH Figure 2 bottom as tables and a figure: the smallest depth whose test seq_acc reaches 90 %, lr chosen on
 # val per encoding, length and depth; cells whose runs are pending say so (docs/sweeps.md, table).
 a5_tables() {
   local d=results/paper-a5 by len
@@ -151,6 +151,7 @@ a5_tables() {
     done
   }
   atomic $d/tables.md tables
+  "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg
 }
 
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records

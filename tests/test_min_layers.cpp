@@ -63,3 +63,53 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(table(csv, ""), Contains("| path | 1 (n=1) |") && !Contains("deeper depths"));
 }
+
+TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided cells left out", "[sweep]") {
+  const pb::test::TempDir tmp("min_depth_plot");
+  const std::string csv = tmp.file("evals.csv"), svg = tmp.file("md.svg");
+  pb::Csv c;
+  c.header = {"pe", "task_name", "task_len", "layers", "seed", "lr", "split", "seq_acc", "stop"};
+  // (pe, task_len, layers, seed, seq_acc, stop): path passes at 1 layer at length 4 and at 2 at
+  // length 8; rope ends at 2 layers at length 8 below 0.9, at its step budget; alibi's seed 1 has
+  // not run at length 8.
+  const std::vector<std::vector<std::string>> runs = {
+      {"path", "4", "1", "0", "0.95", "stop_at"},  {"path", "4", "1", "1", "0.97", "stop_at"},
+      {"path", "8", "1", "0", "0.1", "steps"},     {"path", "8", "1", "1", "0.2", "steps"},
+      {"path", "8", "2", "0", "0.95", "stop_at"},  {"path", "8", "2", "1", "0.93", "stop_at"},
+      {"rope", "4", "1", "0", "0.99", "stop_at"},  {"rope", "4", "1", "1", "0.98", "stop_at"},
+      {"rope", "8", "1", "0", "0.1", "steps"},     {"rope", "8", "1", "1", "0.1", "steps"},
+      {"rope", "8", "2", "0", "0.5", "steps"},     {"rope", "8", "2", "1", "0.6", "steps"},
+      {"alibi", "4", "1", "0", "0.92", "stop_at"}, {"alibi", "4", "1", "1", "0.91", "stop_at"},
+      {"alibi", "8", "1", "0", "0.95", "stop_at"}};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"})
+      c.rows.push_back({r[0], "wordproblem", r[1], r[2], r[3], "0.001", split, r[4], r[5]});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+
+  const auto r = run_pathbench("plot " + csv + " --figure min-depth --split test --metric seq_acc -o " + svg);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string out = pb::read_file(svg);
+  CHECK_THAT(out, Contains("<title>path, length 4: 1 (n=2)</title>") &&
+                      Contains("<title>path, length 8: 2 (n=2)</title>"));
+  CHECK_THAT(out, Contains("<title>rope, length 8: &gt; 2 (cap, n=2)</title>"));
+  CHECK_THAT(out, Contains("data-x=\"8\" data-depth=\"2\" data-none=\"1\""));
+  // alibi at length 8: seed 0 passes with one layer, seed 1 has no run; undecided, so not drawn.
+  CHECK_THAT(out, Contains("<title>alibi, length 4: 1 (n=2)</title>") && !Contains("alibi, length 8"));
+  CHECK_THAT(out, Contains("Not drawn: 1 encoding–length cells") && Contains("(1 of them budget-limited"));
+  // The table says the same.
+  const auto t = run_pathbench("table " + csv + " --split test --metric seq_acc --min-layers 0.9");
+  CHECK_THAT(t.out, Contains("| rope | 1 (n=2) | > 2 (cap, n=2) |") &&
+                        Contains("| alibi | 1 (n=2) | ≥ 1 (1 of 2 seeds) |"));
+  // Under "any", alibi's seed 0 decides length 8.
+  const std::string any = " --figure min-depth --split test --metric seq_acc --min-layers-by any -o ";
+  REQUIRE(run_pathbench("plot " + csv + any + svg).code == 0);
+  CHECK_THAT(pb::read_file(svg), Contains("<title>alibi, length 8: 1 (n=1)</title>"));
+
+  const auto no_split = run_pathbench("plot " + csv + " --figure min-depth --metric seq_acc -o " + svg);
+  CHECK(no_split.code == 2);
+  CHECK_THAT(no_split.err, Contains("--figure min-depth: choose the split with --split"));
+  const auto loss = run_pathbench("plot " + csv + " --figure min-depth --split test --metric loss -o " + svg);
+  CHECK(loss.code == 2);
+  CHECK_THAT(loss.err, Contains("--metric acc or seq_acc"));
+}

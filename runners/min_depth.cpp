@@ -1,0 +1,90 @@
+#include "runners/min_depth.h"
+
+#include <fmt/format.h>
+
+namespace pb {
+
+DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
+                              const std::string& metric, const std::string& split, double threshold) {
+  config.push_back("seed");
+  std::vector<size_t> cc;  // the configuration's columns
+  for (const auto& c : config) cc.push_back(csv.column(c));
+  const size_t lc = csv.column("layers"), mc = csv.column(metric);
+  const bool splits = csv.has("split");
+  const size_t sc = splits ? csv.column("split") : 0;
+  using Depths = std::map<double, std::vector<size_t>>;  // depth -> the configuration's rows there
+  std::map<std::vector<std::string>, Depths> configs;
+  std::map<std::vector<std::string>, std::map<double, std::string>> cells;  // (row, column) -> depths
+  for (size_t r : rows) {
+    std::vector<std::string> key;
+    for (size_t c : cc) key.push_back(csv.rows[r][c]);
+    const double depth = number(csv.rows[r][lc], "layers");
+    configs[key][depth].push_back(r);
+    cells[{key[0], key[1]}][depth] = csv.rows[r][lc];
+  }
+  DepthFill out;
+  for (const auto& [key, depths] : configs) {
+    const auto& [deepest, at] = *depths.rbegin();
+    const auto& cell = cells[{key[0], key[1]}];
+    if (cell.rbegin()->first == deepest) continue;
+    double value = -1;  // the table's metric at the deepest run, on its split
+    for (size_t r : at)
+      if ((!splits || csv.rows[r][sc] == split) && !csv.rows[r][mc].empty())
+        value = number(csv.rows[r][mc], metric);
+    if (!(value >= threshold)) {
+      ++out.short_of;
+      continue;
+    }
+    for (auto d = cell.upper_bound(deepest); d != cell.end(); ++d, ++out.filled)
+      for (size_t r : at) {
+        auto row = csv.rows[r];
+        row[lc] = d->second;
+        csv.rows.push_back(std::move(row));
+      }
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
+                                                                   const std::string& row_col,
+                                                                   const std::string& col_col,
+                                                                   const std::string& metric, const std::string& by,
+                                                                   double threshold) {
+  const Cells cells = aggregate(csv, rows, {row_col, col_col, "layers"}, metric, "", false);
+  const size_t of = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
+  // Whether a run at depth `d` of (r, c) ended at its step budget (collect's stop "steps").
+  auto capped = [&](const std::string& r, const std::string& c, const std::string& d) {
+    if (!csv.has("stop")) return false;
+    const size_t rc = csv.column(row_col), cc = csv.column(col_col), lc = csv.column("layers"), sc = csv.column("stop");
+    for (size_t i : rows)
+      if (csv.rows[i][rc] == r && csv.rows[i][cc] == c && csv.rows[i][lc] == d && csv.rows[i][sc] == "steps")
+        return true;
+    return false;
+  };
+  std::map<std::pair<std::string, std::string>, MinDepth> out;
+  for (const auto& [key, st] : cells) {  // per cell, depths in increasing order
+    auto [it, fresh] = out.try_emplace({key[0], key[1]});
+    MinDepth& d = it->second;
+    if (!fresh && d.kind != MinDepth::Kind::none) continue;  // decided at a shallower depth
+    const double v = by == "any" ? st.max : by == "all" ? st.min : st.mean;
+    const bool complete = st.n >= of;
+    d = {v >= threshold && (complete || by == "any") ? MinDepth::Kind::passed
+         : complete                                  ? MinDepth::Kind::none
+                                                     : MinDepth::Kind::undecided,
+         key[2], st.n, of, false};
+  }
+  for (auto& [rc, d] : out)
+    if (d.kind == MinDepth::Kind::none) d.cap = capped(rc.first, rc.second, d.depth);
+  return out;
+}
+
+std::string min_depth_text(const MinDepth& d) {
+  switch (d.kind) {
+    case MinDepth::Kind::passed: return fmt::format("{} (n={})", d.depth, d.n);
+    case MinDepth::Kind::undecided: return fmt::format("≥ {} ({} of {} seeds)", d.depth, d.n, d.of);
+    case MinDepth::Kind::none: break;
+  }
+  return fmt::format("> {} ({}n={})", d.depth, d.cap ? "cap, " : "", d.n);
+}
+
+}  // namespace pb

@@ -1,0 +1,47 @@
+// The smallest depth that solves a task, from the runs of a depth sweep: what `table --min-layers`
+// prints and `plot --figure min-depth` draws (docs/sweeps.md, table). The rules, in one place:
+// - the adaptive depth search runs a configuration (seed, row, column, --best-over value) only up
+//   to the first depth that meets its rule; a configuration whose deepest run reaches the
+//   threshold counts at every deeper depth of its cell with that run's rows (fill_skipped_depths);
+// - walking up from the shallowest depth, a depth decides a cell only when every seed of the
+//   table has a value there; the first depth where some have none ends the walk, undecided
+//   (under "any", a seed there that passes decides it).
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runners/csv.h"
+#include "runners/results.h"
+
+namespace pb {
+
+struct DepthFill {
+  size_t filled = 0, short_of = 0;  // (configuration, depth) pairs filled; configurations short
+};
+// Appends to `csv` a copy of a passing configuration's deepest rows at every deeper depth of its
+// cell (a row and column of `config`, the rest of `config` and the seed naming the configuration),
+// reading `metric` on `split` ("" when the CSV has no split column). Configurations that end below
+// `threshold` before their cell's deepest depth (pending or failed runs) are counted, not filled.
+DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
+                              const std::string& metric, const std::string& split, double threshold);
+
+struct MinDepth {
+  enum class Kind { passed, none, undecided } kind = Kind::none;
+  std::string depth;     // passed: the smallest depth; none: the deepest, D; undecided: the first depth missing seeds
+  size_t n = 0, of = 0;  // seeds with a value at `depth`; seeds of the table
+  bool cap = false;      // none: a run at D ended at its step budget (budget-limited, not unsolved)
+};
+// Per (row value, column value) of `rows` (one row per seed and depth, --best-over already chosen):
+// the smallest `layers` whose mean (by "mean"), best ("any") or worst ("all") `metric` over seeds
+// reaches `threshold`. `cap` reads collect's `stop` column when the CSV has one.
+std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
+                                                                   const std::string& row_col,
+                                                                   const std::string& col_col,
+                                                                   const std::string& metric, const std::string& by,
+                                                                   double threshold);
+// "2 (n=3)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
+std::string min_depth_text(const MinDepth& d);
+
+}  // namespace pb
