@@ -186,13 +186,20 @@ void write_png(const std::string& svg_path) {
   fmt::print(stderr, "plot: rsvg-convert failed; no PNG written\n");
 }
 
-}  // namespace
-
 void write_figure(const std::string& path, const Svg& svg, double width, double height, size_t panels,
                   size_t series) {
   write_file_atomic(path, svg.finish(width, height));
   fmt::print(stderr, "plot: {} ({} panels, {} encodings)\n", path, panels, series);
   write_png(path);
+}
+
+}  // namespace
+
+void finish_figure(Svg& svg, const PanelGrid& grid, const std::string& path, size_t panels,
+                   const std::vector<std::string>& series, bool line) {
+  const double legend_end = draw_legend(svg, double(grid.cols) * kPanelW + 10, grid.top + kTop, series, line);
+  const double height = std::max(grid.top + double(grid.rows) * kPanelH, legend_end + 10);
+  write_figure(path, svg, grid.width, height, panels, series.size());
 }
 
 }  // namespace pb

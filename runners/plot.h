@@ -87,9 +87,11 @@ double draw_legend(Svg& svg, double x, double y, const std::vector<std::string>&
 void draw_y_axis(Svg& svg, const YAxis& axis, const Scale& sx, const Scale& sy, const std::string& label,
                  double label_x);
 
-// Writes the SVG atomically, and a PNG beside it when rsvg-convert is on PATH.
-void write_figure(const std::string& path, const Svg& svg, double width, double height, size_t panels,
-                  size_t series);
+// Draws the legend of `series` right of the panels of `grid` (line samples with `line`, else
+// markers) and writes the page to `path` atomically, and a PNG beside it when rsvg-convert is on
+// PATH.
+void finish_figure(Svg& svg, const PanelGrid& grid, const std::string& path, size_t panels,
+                   const std::vector<std::string>& series, bool line);
 
 void plot_curves(const PlotOptions& o);
 void plot_min_depth(const PlotOptions& o);

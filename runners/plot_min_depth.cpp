@@ -141,9 +141,7 @@ void plot_min_depth(const PlotOptions& o) {
     }
     svg.close("g");
   }
-  const double legend_end = draw_legend(svg, double(grid.cols) * kPanelW + 10, grid.top + kTop, series, false);
-  const double height = std::max(grid.top + double(grid.rows) * kPanelH, legend_end + 10);
-  write_figure(o.out, svg, grid.width, height, panels.size(), series.size());
+  finish_figure(svg, grid, o.out, panels.size(), series, false);
 }
 
 }  // namespace pb
