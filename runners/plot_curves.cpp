@@ -2,7 +2,8 @@
 // on one split; per encoding the mean over seeds (a line) and the min–max over seeds (a band), one
 // panel per combination of the settings that vary. The learning rate (--best-over) is chosen per
 // encoding and panel as `table --best-over --select-on` chooses it: on the final evaluation, read
-// from evals.csv beside history.csv, else from the last evaluation of each run in history.csv.
+// from evals.csv beside history.csv, else from the last evaluation of each run in history.csv. A
+// run that stopped early counts with its last evaluation at the later steps of its curve.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -48,11 +49,44 @@ Csv final_evaluations(const Csv& history, const std::string& path, std::string& 
   return out;
 }
 
+// A run that stopped before others of its series (early stopping) keeps its model from then on:
+// copies of its last evaluation's rows go to every later step its series (`keys`) evaluated, so the
+// mean at a late step is over every seed, not over the runs still training. Returns how many runs.
+size_t carry_stopped_runs(Csv& csv, std::vector<size_t>& rows, const std::vector<std::string>& keys) {
+  const size_t id = csv.column("run_id"), sc = csv.column("step");
+  std::map<Key, std::map<double, std::string>> series_steps;  // series -> its steps
+  std::map<std::string, Key> series_of;                         // run -> its series
+  std::map<std::string, std::pair<double, std::vector<size_t>>> last;  // run -> its last step, its rows there
+  for (size_t r : rows) {
+    Key k;
+    for (const auto& c : keys) k.push_back(csv.rows[r][csv.column(c)]);
+    const double step = number(csv.rows[r][sc], "step");
+    series_steps[k][step] = csv.rows[r][sc];
+    series_of[csv.rows[r][id]] = k;
+    auto [it, fresh] = last.try_emplace(csv.rows[r][id], step, std::vector<size_t>{});
+    if (step > it->second.first) it->second = {step, {}};
+    if (step == it->second.first) it->second.second.push_back(r);
+  }
+  size_t carried = 0;
+  for (const auto& [run, at] : last) {
+    const auto& steps = series_steps[series_of[run]];
+    carried += steps.upper_bound(at.first) != steps.end();
+    for (auto s = steps.upper_bound(at.first); s != steps.end(); ++s)
+      for (size_t r : at.second) {
+        auto row = csv.rows[r];
+        row[sc] = s->second;
+        csv.rows.push_back(std::move(row));
+        rows.push_back(csv.rows.size() - 1);
+      }
+  }
+  return carried;
+}
+
 }  // namespace
 
 void plot_curves(const PlotOptions& opts) {
   PlotOptions o = opts;
-  const Csv csv = read_csv(o.csv);
+  Csv csv = read_csv(o.csv);
   for (const char* c : {"pe", "step", "run_id"}) csv.column(c);
   csv.column(o.metric);
   const std::vector<std::string> user_where = o.where;
@@ -85,6 +119,7 @@ void plot_curves(const PlotOptions& opts) {
     selection = fmt::format(" {} chosen per encoding and panel by the mean {} on {} of {}, as in table.",
                             o.best_over, column, o.select_on, source);
   }
+  const size_t carried = carry_stopped_runs(csv, rows, keys);
   std::vector<std::string> step_keys = keys;
   step_keys.push_back("step");
   const Cells cells = aggregate(csv, rows, step_keys, o.metric, "", false);
@@ -113,6 +148,10 @@ void plot_curves(const PlotOptions& opts) {
   std::vector<std::string> caption = {fmt::format("{}: {}{} vs training step", task_text(csv, rows, {"task"}), what,
                                                   split.empty() ? "" : " on " + split)};
   caption.push_back("Line: mean over seeds; band: min–max over seeds." + selection);
+  if (carried)
+    caption.push_back(fmt::format("{} runs stopped early (stop_at, patience) count with their last evaluation at "
+                                  "the later steps of their curve.",
+                                  carried));
   const std::string n_seqs = csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", "") : "";
   caption.push_back(fmt::format("{}{} per curve.", n_seqs.empty() ? "" : "n = " + n_seqs + " sequences per evaluation; ",
                                 seeds_text(seeds_lo, seeds_hi)));

@@ -152,6 +152,8 @@ a5_tables() {
   }
   atomic $d/tables.md tables
   "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg
+  "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc --where task_len=8 --where layers=2 \
+    -o $d/curves-len8-layers2.svg
 }
 
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records

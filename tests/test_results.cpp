@@ -502,6 +502,13 @@ TEST_CASE("plot: learning curves from history.csv, lr chosen on the final evalua
   CHECK_THAT(svg, Contains("mean acc on val of the final evaluation (evals.csv)"));
   CHECK_THROWS_WITH(cli({"plot", history, "--figure", "curves", "--split", "val", "--metric", "seq_acc", "-o", a}),
                     Contains("no column 'seq_acc'"));
+  // rope (d_model 128, lr 0.01) seed 1 stopped at step 100 (acc 0.5): it counts there at step 200.
+  fs::remove(d / "evals.csv");
+  std::erase_if(h.rows, [](const auto& r) { return r[0] == "rope1280.011" && r[6] == "val" && r[7] == "200"; });
+  pb::write_file_atomic(history, pb::write_csv(h));
+  cli({"plot", history, "--figure", "curves", "--split", "val", "-o", a});
+  CHECK_THAT(pb::read_file(a), Contains("rope (lr 0.01): acc 0.7 at step 200 (min 0.5, max 0.9 over 2 seeds)") &&
+                                   Contains("1 runs stopped early"));
 }
 
 TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "[sweep]") {
