@@ -13,6 +13,13 @@
 #                                               copy it off the machine at the end of every command,
 #                                               so that a machine lost between commands loses only
 #                                               the runs in flight
+#   scripts/lease.sh call SWEEP UNTIL_S [DRAIN_AFTER]
+#                                               one capped command of a leased sweep: builds the binary
+#                                               if missing, starts the sweep unless it is running (a
+#                                               fresh machine resumes from records.tgz), returns
+#                                               UNTIL_S s after the command began (sooner when the
+#                                               sweep ends), then snapshots and collects; with $OUT
+#                                               set, copies records.tgz, the CSVs and the log there
 #   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
 #                                               (SIGTERM: runs in flight stay pending and rerun next
 #                                               time), packs the run records (no checkpoints) into
@@ -25,7 +32,7 @@ cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
 cmd=${1:-}
 s=${2:-}
-[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
+[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
 log=runs/$s.log pidfile=runs/$s.pid
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # The run records (no checkpoints) into results/SWEEP/records.tgz, atomically.
@@ -59,5 +66,25 @@ case $cmd in
     "$PB" collect runs/"$s" -o results/"$s"
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
-  *) echo "usage: scripts/lease.sh start|status|snapshot|finish SWEEP [S]" >&2; exit 2 ;;
+  call)
+    until_s=${3:?call needs UNTIL_S}
+    t0=$SECONDS
+    if [[ ! -x $PB ]]; then
+      mkdir -p runs
+      { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON &&
+          cmake --build build-gpu -j "$(nproc)" --target pathbench; } >runs/build.log 2>&1 ||
+        { tail -30 runs/build.log; exit 1; }
+      echo "built $PB in $((SECONDS - t0)) s"
+    fi
+    running || "$0" start "$s" ${4:+"$4"}
+    while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
+    "$0" status "$s"
+    pack
+    "$PB" collect runs/"$s" -o results/"$s"
+    if [[ -n ${OUT:-} ]]; then
+      cp results/"$s"/records.tgz "$log" "$OUT"/
+      cp results/"$s"/*.csv "$OUT"/
+    fi
+    ;;
+  *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish SWEEP [S]" >&2; exit 2 ;;
 esac
