@@ -115,10 +115,7 @@ void draw_point(Svg& svg, const Point& pt, double X, const YAxis& axis, const Sc
   const double Y = sy(axis.at(pt.y));
   if (pt.bound) {  // an upper bound: the open marker at 3/N and an arrow down, inside the frame
     const double end = std::min(Y + 16, sy.from);
-    if (end > Y + 6) {
-      svg.line(X, Y + 5, X, end, line);
-      svg.polyline({{X - 3, end - 4}, {X, end}, {X + 3, end - 4}}, line);
-    }
+    if (end > Y + 6) draw_arrow(svg, X, Y + 5, end, style);
   } else if (pt.lo != pt.hi) {
     const Bar bar = clip_bar(pt.lo, pt.hi, axis, sy);
     svg.line(X, bar.y_lo, X, bar.y_hi, line);

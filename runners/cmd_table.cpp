@@ -188,7 +188,7 @@ void run_table(TableOptions o) {
         table.back().second.push_back(it == depths.end() ? "" : min_depth_text(it->second));
       }
     }
-    const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
+    const char* who = min_depth_who(o.min_layers_by);
     caption = o.per_seed ? fmt::format("smallest layers where each seed's {} ≥ {} (s<seed> depth; > D: none up to "
                                        "its deepest run, D layers)",
                                        caption, o.min_layers)

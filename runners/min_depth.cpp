@@ -78,6 +78,10 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
   return out;
 }
 
+const char* min_depth_who(const std::string& by) {
+  return by == "any" ? "some seed's" : by == "all" ? "every seed's" : "the mean";
+}
+
 std::string min_depth_text(const MinDepth& d) {
   switch (d.kind) {
     case MinDepth::Kind::passed: return fmt::format("{} (n={})", d.depth, d.n);

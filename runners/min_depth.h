@@ -41,6 +41,8 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    const std::string& col_col,
                                                                    const std::string& metric, const std::string& by,
                                                                    double threshold);
+// Whose metric the rule `by` reads, for captions: "the mean", "some seed's", "every seed's".
+const char* min_depth_who(const std::string& by);
 // "2 (n=3)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
 std::string min_depth_text(const MinDepth& d);
 

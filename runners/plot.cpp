@@ -160,6 +160,13 @@ void draw_y_axis(Svg& svg, const YAxis& axis, const Scale& sx, const Scale& sy, 
   svg.text(label_x, (sy.from + sy.to) / 2, label, "middle", 11, -90);
 }
 
+void draw_arrow(Svg& svg, double x, double y_from, double y_to, const EncodingStyle& style) {
+  const std::string line = stroke({style.colour, style.sides, style.rotation, ""}, 1.5);
+  const double back = y_to > y_from ? 4 : -4;  // the head's barbs, towards y_from
+  svg.line(x, y_from, x, y_to, line);
+  svg.polyline({{x - 3, y_to - back}, {x, y_to}, {x + 3, y_to - back}}, line);
+}
+
 namespace {
 
 // Writes a PNG beside the SVG if rsvg-convert is installed (optional).

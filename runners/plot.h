@@ -83,6 +83,8 @@ double draw_caption(Svg& svg, const std::vector<std::string>& lines, double widt
 // Draws the encodings' legend from (x, y): their markers, or with `line` line samples. Returns
 // the y below it.
 double draw_legend(Svg& svg, double x, double y, const std::vector<std::string>& pes, bool line);
+// A vertical arrow in `style`'s colour, solid, from y_from to its head at y_to (marking a bound).
+void draw_arrow(Svg& svg, double x, double y_from, double y_to, const EncodingStyle& style);
 // Frame, grid and tick labels of a panel's value axis.
 void draw_y_axis(Svg& svg, const YAxis& axis, const Scale& sx, const Scale& sy, const std::string& label,
                  double label_x);

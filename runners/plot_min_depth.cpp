@@ -25,12 +25,13 @@ void plot_min_depth(const PlotOptions& o) {
   if (o.metric == "loss") fail("--figure min-depth: --metric acc or seq_acc (a depth reaches a threshold)");
   const std::string col = csv.has("task_len") ? "task_len" : "len";
   for (const auto& c : {std::string("pe"), col, o.metric}) csv.column(c);
-  const auto facets = varying(csv, select_rows(csv, o.where), {"task_group", "d_model", "heads", "steps", "batch"});
+  const std::vector<size_t> selected = select_rows(csv, o.where);  // every split
+  const auto facets = varying(csv, selected, {"task_group", "d_model", "heads", "steps", "batch"});
   const bool choose = csv.has(o.best_over);
   std::vector<std::string> config = {"pe", col};
   config.insert(config.end(), facets.begin(), facets.end());
   if (choose) config.push_back(o.best_over);
-  const DepthFill fill = fill_skipped_depths(csv, select_rows(csv, o.where), config, o.metric, o.split, o.min_layers);
+  const DepthFill fill = fill_skipped_depths(csv, selected, config, o.metric, o.split, o.min_layers);
   std::vector<std::string> where = o.where;
   where.push_back("split=" + o.split);
   auto rows = select_rows(csv, where);
@@ -70,7 +71,7 @@ void plot_min_depth(const PlotOptions& o) {
   std::string task = task_text(csv, rows, {"task_name"});
   if (csv.has("task_group") && distinct(csv, rows, "task_group").size() == 1)
     task += " (group " + distinct(csv, rows, "task_group")[0] + ")";
-  const char* who = o.min_layers_by == "any" ? "some seed's" : o.min_layers_by == "all" ? "every seed's" : "the mean";
+  const char* who = min_depth_who(o.min_layers_by);
   std::vector<std::string> caption = {fmt::format("{}: smallest depth where {} {} on {} ≥ {}",
                                                   task, who, o.metric, o.split,
                                                   o.min_layers)};
@@ -128,9 +129,7 @@ void plot_min_depth(const PlotOptions& o) {
           lines.back().emplace_back(X, Y);
         } else {
           if (!lines.back().empty()) lines.emplace_back();
-          const std::string line = stroke({style.colour, style.sides, style.rotation, ""}, 1.5);
-          svg.line(X, Y - 5, X, Y - 16, line);
-          svg.polyline({{X - 3, Y - 12}, {X, Y - 16}, {X + 3, Y - 12}}, line);
+          draw_arrow(svg, X, Y - 5, Y - 16, style);
         }
         svg.marker(X, Y, style, !passed);
         svg.close("g");
