@@ -2,7 +2,8 @@
 # On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
-#   scripts/gpu.sh [test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all] [extra ctest args...]
+#   scripts/gpu.sh [build|test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all] [extra ctest args...]
+#   build: the CLI alone (build-gpu/pathbench), nothing run
 #   BENCH_STEPS=30 PE="rope path" CONFIGS="flipflop a5" PRECISIONS="fp32 bf16" scripts/gpu.sh bench
 #   PE="path path_fox" F32=1 ATTN_SHAPES=quick scripts/gpu.sh attention
 #   SANITIZE=1 scripts/gpu.sh test   also runs test_cuda_model under compute-sanitizer memcheck
@@ -40,7 +41,7 @@ echo "== build ($BUILD)" >&2
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||
   { tail -30 "$LOG_DIR/configure.log"; exit 1; }
 targets=()
-[[ $mode == sweep-bench ]] && targets=(--target pathbench)  # the CLI alone
+[[ $mode == sweep-bench || $mode == build ]] && targets=(--target pathbench)  # the CLI alone
 cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG_DIR/gpu.txt" >&2
 

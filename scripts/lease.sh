@@ -70,10 +70,7 @@ case $cmd in
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
     if [[ ! -x $PB ]]; then
-      mkdir -p runs
-      { cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON &&
-          cmake --build build-gpu -j "$(nproc)" --target pathbench; } >runs/build.log 2>&1 ||
-        { tail -30 runs/build.log; exit 1; }
+      LOG_DIR=runs scripts/gpu.sh build
       echo "built $PB in $((SECONDS - t0)) s"
     fi
     running || "$0" start "$s" ${4:+"$4"}
