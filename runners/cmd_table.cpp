@@ -193,8 +193,9 @@ void run_table(TableOptions o) {
                                        "its deepest run, D layers)",
                                        caption, o.min_layers)
                          : fmt::format("smallest layers where {} {} ≥ {}, n seeds (> D: none up to D layers; cap: a run "
-                                       "at D ended at its step budget, so budget-limited; ≥ d (k of n seeds): runs "
-                                       "pending at d, undecided; blank: no runs)",
+                                       "at D ended at its step budget, so budget-limited; cap at d: a run at the depth "
+                                       "below, d, ended at its step budget short of it, so a smaller depth is not ruled "
+                                       "out; ≥ d (k of n seeds): runs pending at d, undecided; blank: no runs)",
                                        who, caption, o.min_layers);
     if (fill.filled)
       caption += fmt::format("; {} deeper depths of configurations (seed, {}) that reached it were not run (the "

@@ -52,29 +52,38 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    double threshold) {
   const Cells cells = aggregate(csv, rows, {row_col, col_col, "layers"}, metric, "", false);
   const size_t of = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
-  // Whether a run at depth `d` of (r, c) ended at its step budget (collect's stop "steps").
-  auto capped = [&](const std::string& r, const std::string& c, const std::string& d) {
+  // Whether a run at depth `d` of (r, c) ended at its step budget (collect's stop "steps"); with
+  // `short_of`, only a run whose metric stayed below the threshold counts.
+  auto capped = [&](const std::string& r, const std::string& c, const std::string& d, bool short_of) {
     if (!csv.has("stop")) return false;
     const size_t rc = csv.column(row_col), cc = csv.column(col_col), lc = csv.column("layers"), sc = csv.column("stop");
+    const size_t mc = csv.column(metric);
     for (size_t i : rows)
-      if (csv.rows[i][rc] == r && csv.rows[i][cc] == c && csv.rows[i][lc] == d && csv.rows[i][sc] == "steps")
+      if (csv.rows[i][rc] == r && csv.rows[i][cc] == c && csv.rows[i][lc] == d && csv.rows[i][sc] == "steps" &&
+          !(short_of && !csv.rows[i][mc].empty() && number(csv.rows[i][mc], metric) >= threshold))
         return true;
     return false;
   };
   std::map<std::pair<std::string, std::string>, MinDepth> out;
+  std::map<std::pair<std::string, std::string>, std::string> below;  // a passed cell's depth below it
   for (const auto& [key, st] : cells) {  // per cell, depths in increasing order
     auto [it, fresh] = out.try_emplace({key[0], key[1]});
     MinDepth& d = it->second;
     if (!fresh && d.kind != MinDepth::Kind::none) continue;  // decided at a shallower depth
+    if (!fresh) below[it->first] = d.depth;
     const double v = by == "any" ? st.max : by == "all" ? st.min : st.mean;
     const bool complete = st.n >= of;
     d = {v >= threshold && (complete || by == "any") ? MinDepth::Kind::passed
          : complete                                  ? MinDepth::Kind::none
                                                      : MinDepth::Kind::undecided,
-         key[2], st.n, of, false};
+         key[2], st.n, of, false, ""};
   }
-  for (auto& [rc, d] : out)
-    if (d.kind == MinDepth::Kind::none) d.cap = capped(rc.first, rc.second, d.depth);
+  for (auto& [rc, d] : out) {
+    if (d.kind == MinDepth::Kind::none) d.cap = capped(rc.first, rc.second, d.depth, false);
+    const auto b = below.find(rc);
+    if (d.kind == MinDepth::Kind::passed && b != below.end() && capped(rc.first, rc.second, b->second, true))
+      d.cap_below = b->second;
+  }
   return out;
 }
 
@@ -84,7 +93,9 @@ const char* min_depth_who(const std::string& by) {
 
 std::string min_depth_text(const MinDepth& d) {
   switch (d.kind) {
-    case MinDepth::Kind::passed: return fmt::format("{} (n={})", d.depth, d.n);
+    case MinDepth::Kind::passed:
+      return d.cap_below.empty() ? fmt::format("{} (n={})", d.depth, d.n)
+                                 : fmt::format("{} (n={}; cap at {})", d.depth, d.n, d.cap_below);
     case MinDepth::Kind::undecided: return fmt::format("≥ {} ({} of {} seeds)", d.depth, d.n, d.of);
     case MinDepth::Kind::none: break;
   }

@@ -32,10 +32,12 @@ struct MinDepth {
   std::string depth;     // passed: the smallest depth; none: the deepest, D; undecided: the first depth missing seeds
   size_t n = 0, of = 0;  // seeds with a value at `depth`; seeds of the table
   bool cap = false;      // none: a run at D ended at its step budget (budget-limited, not unsolved)
+  std::string cap_below;  // passed: the depth below it when a run there ended at its step budget short
+                          // of the threshold (a smaller depth is not ruled out); "" otherwise
 };
 // Per (row value, column value) of `rows` (one row per seed and depth, --best-over already chosen):
 // the smallest `layers` whose mean (by "mean"), best ("any") or worst ("all") `metric` over seeds
-// reaches `threshold`. `cap` reads collect's `stop` column when the CSV has one.
+// reaches `threshold`. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
 std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
                                                                    const std::string& row_col,
                                                                    const std::string& col_col,
@@ -43,7 +45,7 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    double threshold);
 // Whose metric the rule `by` reads, for captions: "the mean", "some seed's", "every seed's".
 const char* min_depth_who(const std::string& by);
-// "2 (n=3)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
+// "2 (n=3)", "2 (n=3; cap at 1)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
 std::string min_depth_text(const MinDepth& d);
 
 }  // namespace pb

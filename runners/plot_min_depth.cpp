@@ -55,12 +55,13 @@ void plot_min_depth(const PlotOptions& o) {
     depths.push_back(min_depths(csv, rs, "pe", col, o.metric, o.min_layers_by, o.min_layers));
   }
   double deepest = 1;
-  size_t undecided = 0, capped = 0, seeds = 0;
+  size_t undecided = 0, capped = 0, capped_below = 0, seeds = 0;
   for (const auto& panel : depths)
     for (const auto& [rc, d] : panel) {
       deepest = std::max(deepest, number(d.depth, "layers"));
       undecided += d.kind == MinDepth::Kind::undecided;
       capped += d.kind == MinDepth::Kind::none && d.cap;
+      capped_below += !d.cap_below.empty();
       seeds = std::max(seeds, d.of);
     }
   const auto series = distinct(csv, rows, "pe");
@@ -82,6 +83,10 @@ void plot_min_depth(const PlotOptions& o) {
                                   o.best_over, o.select_on)
                     : "",
       capped ? fmt::format(" ({} of them budget-limited: a run at D ended at its step budget)", capped) : ""));
+  if (capped_below)
+    caption.push_back(fmt::format("Downward arrow: at the depth below, a run ended at its step budget short of the "
+                                  "threshold, so a smaller depth is not ruled out ({} of the filled markers).",
+                                  capped_below));
   caption.push_back(fmt::format(
       "Depths the adaptive depth search skipped count with the values of the shallower depth that passed ({} filled).",
       fill.filled));
@@ -123,10 +128,11 @@ void plot_min_depth(const PlotOptions& o) {
         const double X = sx(number(x, col)) + dodge, Y = sy(number(d.depth, "layers"));
         const bool passed = d.kind == MinDepth::Kind::passed;
         svg.open(fmt::format("g class=\"point\" data-x=\"{}\" data-depth=\"{}\"{}", xml_escape(x), d.depth,
-                             passed ? "" : " data-none=\"1\""));
+                             !passed ? " data-none=\"1\"" : d.cap_below.empty() ? "" : " data-cap-below=\"1\""));
         svg.title(fmt::format("{}, length {}: {}", series[s], x, min_depth_text(d)));
         if (passed) {
           lines.back().emplace_back(X, Y);
+          if (!d.cap_below.empty()) draw_arrow(svg, X, Y + 5, Y + 16, style);
         } else {
           if (!lines.back().empty()) lines.emplace_back();
           draw_arrow(svg, X, Y - 5, Y - 16, style);

@@ -16,14 +16,23 @@ import sys
 UNIT_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
 
 
-def kernel_times(path):
+def ncu_rows(path):
+    """The rows of ncu's CSV table (one per kernel launch and metric), skipping ncu's other output;
+    None when the file holds no table."""
     with open(path, newline="") as f:
         lines = f.read().splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
     if start is None:
+        return None
+    return list(csv.DictReader(l for l in lines[start:] if l.startswith('"')))
+
+
+def kernel_times(path):
+    rows = ncu_rows(path)
+    if rows is None:
         sys.exit(f"ncu_summary: {path} holds no ncu CSV table")
     ms, count = collections.defaultdict(float), collections.Counter()
-    for row in csv.DictReader(lines[start:]):
+    for row in rows:
         if row["Metric Name"] != "gpu__time_duration.sum":
             continue
         name = re.sub(r"\(.*", "", row["Kernel Name"])[:70]

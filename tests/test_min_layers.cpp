@@ -90,8 +90,12 @@ TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided 
   INFO(r.err);
   REQUIRE(r.code == 0);
   const std::string out = pb::read_file(svg);
+  // path at length 8: both one-layer runs ended at their step budget below 0.9, so one layer is
+  // not ruled out: a downward arrow, counted in the caption.
   CHECK_THAT(out, Contains("<title>path, length 4: 1 (n=2)</title>") &&
-                      Contains("<title>path, length 8: 2 (n=2)</title>"));
+                      Contains("<title>path, length 8: 2 (n=2; cap at 1)</title>"));
+  CHECK_THAT(out, Contains("data-x=\"8\" data-depth=\"2\" data-cap-below=\"1\"") &&
+                      Contains("not ruled out (1 of the filled markers)"));
   CHECK_THAT(out, Contains("<title>rope, length 8: &gt; 2 (cap, n=2)</title>"));
   CHECK_THAT(out, Contains("data-x=\"8\" data-depth=\"2\" data-none=\"1\""));
   // alibi at length 8: seed 0 passes with one layer, seed 1 has no run; undecided, so not drawn.
@@ -112,4 +116,36 @@ TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided 
   const auto loss = run_pathbench("plot " + csv + " --figure min-depth --split test --metric loss -o " + svg);
   CHECK(loss.code == 2);
   CHECK_THAT(loss.err, Contains("--metric acc or seq_acc"));
+}
+
+TEST_CASE("table --min-layers: a depth below that ended at its step budget short of the threshold", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers_cap");
+  const std::string csv = tmp.file("evals.csv");
+  pb::Csv c;
+  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc", "stop"};
+  // (pe, layers, seed, seq_acc, stop); every encoding passes at 2 layers, fox at 1.
+  const std::vector<std::vector<std::string>> runs = {
+      // path: seed 0's one-layer run ended at the budget below 0.9, so one layer is not ruled out.
+      {"path", "1", "0", "0.5", "steps"}, {"path", "1", "1", "0.4", "patience 8"},
+      {"path", "2", "0", "0.95", "stop_at"}, {"path", "2", "1", "0.96", "stop_at"},
+      // rope: both one-layer runs stopped by patience: nothing to mark.
+      {"rope", "1", "0", "0.5", "patience 8"}, {"rope", "1", "1", "0.4", "patience 8"},
+      {"rope", "2", "0", "0.95", "stop_at"}, {"rope", "2", "1", "0.96", "stop_at"},
+      // sba: the one-layer run at the budget had passed 0.9 (the mean fails by seed 1, stopped by
+      // patience): not a budget-limited failure.
+      {"sba", "1", "0", "0.95", "steps"}, {"sba", "1", "1", "0.5", "patience 8"},
+      {"sba", "2", "0", "0.95", "stop_at"}, {"sba", "2", "1", "0.96", "stop_at"},
+      {"fox", "1", "0", "0.95", "stop_at"}, {"fox", "1", "1", "0.96", "stop_at"}};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3], r[4]});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  const std::string t = table(csv, "");
+  CHECK_THAT(t, Contains("cap at d: a run at the depth below, d, ended at its step budget short of it"));
+  CHECK_THAT(t, Contains("| path | 2 (n=2; cap at 1) |") && Contains("| rope | 2 (n=2) |") &&
+                    Contains("| sba | 2 (n=2) |") && Contains("| fox | 1 (n=2) |"));
+  // Without collect's stop column nothing is marked.
+  for (auto& row : c.rows) row.pop_back();
+  c.header.pop_back();
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |"));
 }

@@ -232,7 +232,8 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK(cli({"table", csv, "--min-layers", "0.9"}) ==
         "*smallest layers where the mean acc ≥ 0.9, n seeds (> D: none up to D layers; cap: a run at D ended at its "
-        "step budget, so budget-limited; ≥ d (k of n seeds): runs pending at d, undecided; blank: no runs)*\n\n"
+        "step budget, so budget-limited; cap at d: a run at the depth below, d, ended at its step budget short of it, "
+        "so a smaller depth is not ruled out; ≥ d (k of n seeds): runs pending at d, undecided; blank: no runs)*\n\n"
         "| pe \\ len | 8 | 16 |\n|---|---|---|\n| rope | 3 (n=1) | > 3 (n=1) |\n| path | 1 (n=1) | 2 (n=1) |\n");
   // With collect's task_len (a word problem's elements, len − 1 with its BOS), columns are labelled by it.
   pb::Csv t = c;
