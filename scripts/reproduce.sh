@@ -147,6 +147,10 @@ a5_tables() {
       echo
       echo "## Length $len: test seq_acc (%) at every depth that ran"
       echo
+      echo "The depth search runs a configuration (seed, lr) no deeper than the depth where it passed, so a"
+      echo "column holds only the configurations that had not passed at a shallower depth, and its values"
+      echo "need not rise with depth; n counts the seeds present."
+      echo
       "$PB" table $d/evals.csv "${sel[@]}" --rows pe --cols layers --where task_len=$len --percent
     done
   }
