@@ -142,6 +142,7 @@ void run_table(TableOptions o) {
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);
   const bool lower = o.metric.find("error") != std::string::npos || o.metric.find("loss") != std::string::npos;
   std::string note;
+  const ChoiceRows choice{o.best_over, rows};  // for --min-layers: what was chosen among
   if (!o.best_over.empty()) {
     std::vector<std::string> keys = {o.rows, o.cols};
     if (min_layers) keys.push_back("layers");
@@ -176,7 +177,8 @@ void run_table(TableOptions o) {
                            first[seed].empty() ? "> " + deepest[seed] : first[seed]);
       return out;
     };
-    const auto depths = min_depths(csv, rows, o.rows, o.cols, o.metric, o.min_layers_by, o.min_layers);
+    const auto depths = min_depths(csv, rows, o.rows, o.cols, o.metric, o.min_layers_by, o.min_layers,
+                                   o.best_over.empty() ? nullptr : &choice);
     for (const auto& r : row_values) {
       table.emplace_back(r, std::vector<std::string>());
       for (const auto& c : col_values) {

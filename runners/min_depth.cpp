@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <set>
+
 namespace pb {
 
 DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
@@ -49,9 +52,25 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    const std::string& row_col,
                                                                    const std::string& col_col,
                                                                    const std::string& metric, const std::string& by,
-                                                                   double threshold) {
+                                                                   double threshold, const ChoiceRows* choice) {
   const Cells cells = aggregate(csv, rows, {row_col, col_col, "layers"}, metric, "", false);
   const size_t of = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
+  // With a choice: per (row, column, depth), the seeds that have a value for every chosen-among value.
+  std::map<Key, size_t> complete;
+  if (choice && csv.has("seed")) {
+    const size_t rc = csv.column(row_col), cc = csv.column(col_col), lc = csv.column("layers");
+    const size_t sc = csv.column("seed"), kc = csv.column(choice->key), mc = csv.column(metric);
+    std::map<Key, std::set<std::string>> values;                          // (row, column)
+    std::map<Key, std::map<std::string, std::set<std::string>>> present;  // (row, column, depth)
+    for (size_t i : choice->candidates) {
+      const auto& row = csv.rows[i];
+      if (row[mc].empty()) continue;
+      values[{row[rc], row[cc]}].insert(row[kc]);
+      present[{row[rc], row[cc], row[lc]}][row[sc]].insert(row[kc]);
+    }
+    for (const auto& [key, seeds] : present)
+      for (const auto& [seed, have] : seeds) complete[key] += have.size() == values[{key[0], key[1]}].size();
+  }
   // Whether a run at depth `d` of (r, c) ended at its step budget (collect's stop "steps"); with
   // `short_of`, only a run whose metric stayed below the threshold counts.
   auto capped = [&](const std::string& r, const std::string& c, const std::string& d, bool short_of) {
@@ -72,11 +91,12 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
     if (!fresh && d.kind != MinDepth::Kind::none) continue;  // decided at a shallower depth
     if (!fresh) below[it->first] = d.depth;
     const double v = by == "any" ? st.max : by == "all" ? st.min : st.mean;
-    const bool complete = st.n >= of;
-    d = {v >= threshold && (complete || by == "any") ? MinDepth::Kind::passed
-         : complete                                  ? MinDepth::Kind::none
-                                                     : MinDepth::Kind::undecided,
-         key[2], st.n, of, false, ""};
+    const size_t n = choice ? std::min(st.n, complete[key]) : st.n;
+    const bool all_in = n >= of;
+    d = {v >= threshold && (all_in || by == "any") ? MinDepth::Kind::passed
+         : all_in                                  ? MinDepth::Kind::none
+                                                   : MinDepth::Kind::undecided,
+         key[2], by == "any" && v >= threshold ? st.n : n, of, false, ""};
   }
   for (auto& [rc, d] : out) {
     if (d.kind == MinDepth::Kind::none) d.cap = capped(rc.first, rc.second, d.depth, false);

@@ -4,8 +4,8 @@
 //   to the first depth that meets its rule; a configuration whose deepest run reaches the
 //   threshold counts at every deeper depth of its cell with that run's rows (fill_skipped_depths);
 // - walking up from the shallowest depth, a depth decides a cell only when every seed of the
-//   table has a value there; the first depth where some have none ends the walk, undecided
-//   (under "any", a seed there that passes decides it).
+//   table has a value there, for every --best-over value; the first depth where some have none
+//   ends the walk, undecided (under "any", a seed there that passes decides it).
 #pragma once
 #include <map>
 #include <string>
@@ -30,19 +30,26 @@ DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::ve
 struct MinDepth {
   enum class Kind { passed, none, undecided } kind = Kind::none;
   std::string depth;     // passed: the smallest depth; none: the deepest, D; undecided: the first depth missing seeds
-  size_t n = 0, of = 0;  // seeds with a value at `depth`; seeds of the table
+  size_t n = 0, of = 0;  // seeds with a value at `depth` (for every --best-over value); seeds of the table
   bool cap = false;      // none: a run at D ended at its step budget (budget-limited, not unsolved)
   std::string cap_below;  // passed: the depth below it when a run there ended at its step budget short
                           // of the threshold (a smaller depth is not ruled out); "" otherwise
 };
+// --best-over's column and the rows it chose among (the same split and selection as the chosen ones).
+struct ChoiceRows {
+  std::string key;
+  std::vector<size_t> candidates;
+};
 // Per (row value, column value) of `rows` (one row per seed and depth, --best-over already chosen):
 // the smallest `layers` whose mean (by "mean"), best ("any") or worst ("all") `metric` over seeds
-// reaches `threshold`. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
+// reaches `threshold`. With `choice`, a seed counts at a depth only when every value of
+// choice->key in its cell has a row there: a pending run of a value not chosen could change the
+// choice. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
 std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
                                                                    const std::string& row_col,
                                                                    const std::string& col_col,
                                                                    const std::string& metric, const std::string& by,
-                                                                   double threshold);
+                                                                   double threshold, const ChoiceRows* choice = nullptr);
 // Whose metric the rule `by` reads, for captions: "the mean", "some seed's", "every seed's".
 const char* min_depth_who(const std::string& by);
 // "2 (n=3)", "2 (n=3; cap at 1)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".

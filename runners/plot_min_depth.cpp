@@ -2,8 +2,9 @@
 // smallest depth that solves a task against its length, one series per encoding (PaTH's Figure 2,
 // bottom). The depths are `table --min-layers`'s (runners/min_depth.h): skipped depths of the
 // adaptive depth search filled, --best-over chosen per encoding, length and depth on --select-on,
-// a depth deciding only when every seed has a value there. A filled marker is a depth that passed;
-// an open marker with an upward arrow at D says no depth up to D did; a cell whose runs are still
+// a depth deciding only when every seed has a value there for every --best-over value. A filled
+// marker is a depth that passed (a downward arrow: the depth below ended at its step budget); an
+// open marker with an upward arrow at D says no depth up to D did; a cell whose runs are still
 // pending is left out, and the caption counts it. One panel per combination of the settings that
 // vary besides length (task_group, width, …).
 #include <fmt/format.h>
@@ -39,20 +40,26 @@ void plot_min_depth(const PlotOptions& o) {
   std::vector<std::string> keys = facets;
   keys.insert(keys.end(), {"pe", col, "layers"});
   std::string note;
+  const std::vector<size_t> candidates = rows;
   if (choose) rows = chosen_rows(csv, o.csv, {o.best_over, o.select_on, o.where}, o.metric, keys, rows, false, note);
 
-  // Per panel, its rows and its depths.
-  std::map<Key, std::vector<size_t>> panel_rows;
-  for (size_t r : rows) {
-    Key p;
-    for (const auto& f : facets) p.push_back(csv.rows[r][csv.column(f)]);
-    panel_rows[p].push_back(r);
-  }
+  // Per panel, its rows (and the rows its choice was made among) and its depths.
+  auto by_panel = [&](const std::vector<size_t>& of) {
+    std::map<Key, std::vector<size_t>> out;
+    for (size_t r : of) {
+      Key p;
+      for (const auto& f : facets) p.push_back(csv.rows[r][csv.column(f)]);
+      out[p].push_back(r);
+    }
+    return out;
+  };
+  auto panel_rows = by_panel(rows), panel_candidates = by_panel(candidates);
   std::vector<Key> panels;
   std::vector<std::map<std::pair<std::string, std::string>, MinDepth>> depths;
   for (const auto& [p, rs] : panel_rows) {
     panels.push_back(p);
-    depths.push_back(min_depths(csv, rs, "pe", col, o.metric, o.min_layers_by, o.min_layers));
+    const ChoiceRows choice{o.best_over, panel_candidates[p]};
+    depths.push_back(min_depths(csv, rs, "pe", col, o.metric, o.min_layers_by, o.min_layers, choose ? &choice : nullptr));
   }
   double deepest = 1;
   size_t undecided = 0, capped = 0, capped_below = 0, seeds = 0;

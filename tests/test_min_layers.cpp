@@ -149,3 +149,32 @@ TEST_CASE("table --min-layers: a depth below that ended at its step budget short
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |"));
 }
+
+TEST_CASE("table --min-layers --best-over: a depth decides only when every value chosen among has run", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers_choice");
+  const std::string csv = tmp.file("evals.csv"), svg = tmp.file("md.svg");
+  pb::Csv c;
+  c.header = {"pe", "task_name", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+  // (layers, seed, lr, seq_acc on val and test): lr 0.001 passes at 2 layers in both seeds; seed 1's
+  // run at lr 0.0003 and 2 layers is pending. Had it run, val could choose 0.0003 instead.
+  const std::vector<std::vector<std::string>> runs = {
+      {"1", "0", "0.001", "0.2"},  {"1", "1", "0.001", "0.3"},  {"1", "0", "0.0003", "0.1"}, {"1", "1", "0.0003", "0.1"},
+      {"2", "0", "0.001", "0.95"}, {"2", "1", "0.001", "0.96"}, {"2", "0", "0.0003", "0.5"}};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"})
+      c.rows.push_back({"path", "wordproblem", "8", r[0], r[1], r[2], split, r[3]});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | ≥ 2 (1 of 2 seeds) |"));
+  const std::string plot = "plot " + csv + " --figure min-depth --split test --metric seq_acc -o " + svg;
+  REQUIRE(run_pathbench(plot).code == 0);
+  CHECK_THAT(pb::read_file(svg), !Contains("<title>path, length 8") && Contains("Not drawn: 1 encoding–length"));
+  // Without --best-over the rows are one lr each: seed 0 has two at 2 layers, which is an error,
+  // so --where picks the lr; lr 0.001 alone is complete.
+  CHECK_THAT(table(csv, " --where lr=0.001"), Contains("| path | 2 (n=2) |"));
+  // The pending run, done: the depth decides (val still chooses 0.001).
+  for (const char* split : {"val", "test"}) c.rows.push_back({"path", "wordproblem", "8", "2", "1", "0.0003", split, "0.4"});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 (n=2) |"));
+  REQUIRE(run_pathbench(plot).code == 0);
+  CHECK_THAT(pb::read_file(svg), Contains("<title>path, length 8: 2 (n=2)</title>"));
+}
