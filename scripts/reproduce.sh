@@ -8,8 +8,11 @@
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds); its
 #                                     tables mark the cells whose runs are pending
+#   scripts/reproduce.sh mqrar        the same for paper-mqrar (MQRAR-N; GPU-hours: see its header
+#                                     and paper-mqrar-pilot.toml)
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
 #                                     (PaTH's ablations; every encoding with k and v convolved)
+#   scripts/reproduce.sh all          flipflop, lengthgen, ablations, a5 and mqrar in turn
 #   scripts/reproduce.sh --from-csv   on any machine: rebuilds every table and figure from the
 #                                     committed CSVs (byte-identical: the bootstrap is seeded),
 #                                     results/conversion[-a5]'s too (scripts/conversion.sh runs those)
@@ -160,6 +163,35 @@ a5_tables() {
     -o $d/curves-len8-layers2.svg
 }
 
+# PaTH Figure 2 top as tables: recall accuracy on test against N, lr chosen on val per encoding and
+# N, and every learning rate per seed; the pilot's (one seed, one lr) when it has run. Nothing
+# until a sweep has results.
+mqrar_tables() {
+  local s d
+  for s in paper-mqrar paper-mqrar-pilot; do
+    d=results/$s
+    [ -f $d/evals.csv ] || continue
+    tables() {
+      echo "# $s: tables"
+      echo
+      echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. Accuracy on the scored"
+      echo "positions of test, in %; the learning rate chosen per encoding and N on val."
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --best-over lr --select-on val --percent
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --best-over lr --select-on val \
+        --percent --per-seed
+      for lr in $(python3 -c 'import csv, sys; print(*sorted({r["lr"] for r in csv.DictReader(open(sys.argv[1]))}))' $d/evals.csv); do
+        echo
+        echo "## lr $lr, per seed"
+        echo
+        "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --where lr=$lr --percent --per-seed
+      done
+    }
+    atomic $d/tables.md tables
+  done
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -183,11 +215,15 @@ case "${1:-}" in
   flipflop) flipflop_run ;;
   lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
   a5) sweep_run paper-a5 && a5_tables ;;
+  mqrar) sweep_run paper-mqrar && mqrar_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
+  all)
+    for e in flipflop lengthgen ablations a5 mqrar; do PATHBENCH=$PB bash scripts/reproduce.sh $e; done
+    ;;
   --from-csv)
-    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables
+    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables && mqrar_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | ablations | --from-csv" >&2; exit 2 ;;
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | mqrar | ablations | all | --from-csv" >&2; exit 2 ;;
 esac
