@@ -153,28 +153,40 @@ void run_table(TableOptions o) {
   std::vector<std::pair<std::string, std::vector<std::string>>> table;
   if (!split.empty()) caption += " on " + split;
   if (min_layers) {
-    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 > 3" (none up to its deepest run).
+    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 > 3" (none up to its
+    // deepest run), with the marks of the mean's cells: "s0 3 (cap at 2)", "s1 > 3 (cap)".
     const auto by_depth = cell_rows(csv, rows, {o.rows, o.cols, "layers"}, o.metric);
     auto seeds_cell = [&](const std::string& r, const std::string& c) {
       const size_t sc = csv.column("seed"), mc = csv.column(o.metric);
-      std::map<std::string, std::string> first;    // seed -> its smallest passing depth ("" if none)
-      std::map<std::string, std::string> deepest;  // seed -> its deepest depth
+      const bool stops = csv.has("stop");
+      struct Seed {
+        std::string first, deepest;  // its smallest passing depth ("" if none); its deepest depth
+        bool capped = false;         // its run at `deepest` ended at its step budget short of the threshold
+        std::string cap_below;       // passed: the depth below `first` when that run was capped
+      };
+      std::map<std::string, Seed> of;
       std::vector<std::string> seeds;
       for (const auto& [key, at] : by_depth) {
         if (key[0] != r || key[1] != c) continue;
         for (size_t i : at) {
-          const auto [it, fresh] = first.try_emplace(csv.rows[i][sc]);
+          const auto [it, fresh] = of.try_emplace(csv.rows[i][sc]);
           if (fresh) seeds.push_back(csv.rows[i][sc]);
-          deepest[csv.rows[i][sc]] = key[2];
-          if (it->second.empty() && !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers)
-            it->second = key[2];
+          Seed& s = it->second;
+          if (!s.first.empty()) continue;
+          const bool passes = !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers;
+          if (passes) s.first = key[2], s.cap_below = s.capped ? s.deepest : "";
+          s.deepest = key[2];
+          s.capped = !passes && stops && csv.rows[i][csv.column("stop")] == "steps";
         }
       }
       std::sort(seeds.begin(), seeds.end(), [](const auto& a, const auto& b) { return value_less("seed", a, b); });
       std::string out;
-      for (const auto& seed : seeds)
-        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed,
-                           first[seed].empty() ? "> " + deepest[seed] : first[seed]);
+      for (const auto& seed : seeds) {
+        const Seed& s = of[seed];
+        const std::string text = !s.first.empty() ? s.first + (s.cap_below.empty() ? "" : " (cap at " + s.cap_below + ")")
+                                                  : "> " + s.deepest + (s.capped ? " (cap)" : "");
+        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, text);
+      }
       return out;
     };
     const auto depths = min_depths(csv, rows, o.rows, o.cols, o.metric, o.min_layers_by, o.min_layers,
@@ -192,7 +204,8 @@ void run_table(TableOptions o) {
     }
     const char* who = min_depth_who(o.min_layers_by);
     caption = o.per_seed ? fmt::format("smallest layers where each seed's {} ≥ {} (s<seed> depth; > D: none up to "
-                                       "its deepest run, D layers)",
+                                       "its deepest run, D layers; cap: that run ended at its step budget; cap at "
+                                       "d: its run at the depth below, d, did, short of it)",
                                        caption, o.min_layers)
                          : fmt::format("smallest layers where {} {} ≥ {}, n seeds (> D: none up to D layers; cap: a run "
                                        "at D ended at its step budget, so budget-limited; cap at d: a run at the depth "

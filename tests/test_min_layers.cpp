@@ -135,19 +135,28 @@ TEST_CASE("table --min-layers: a depth below that ended at its step budget short
       // patience): not a budget-limited failure.
       {"sba", "1", "0", "0.95", "steps"}, {"sba", "1", "1", "0.5", "patience 8"},
       {"sba", "2", "0", "0.95", "stop_at"}, {"sba", "2", "1", "0.96", "stop_at"},
-      {"fox", "1", "0", "0.95", "stop_at"}, {"fox", "1", "1", "0.96", "stop_at"}};
+      {"fox", "1", "0", "0.95", "stop_at"}, {"fox", "1", "1", "0.96", "stop_at"},
+      // nope: none up to 1 layer, seed 0 at its budget.
+      {"nope", "1", "0", "0.1", "steps"}, {"nope", "1", "1", "0.1", "patience 8"}};
   for (const auto& r : runs)
     for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3], r[4]});
   pb::write_file_atomic(csv, pb::write_csv(c));
   const std::string t = table(csv, "");
   CHECK_THAT(t, Contains("cap at d: a run at the depth below, d, ended at its step budget short of it"));
   CHECK_THAT(t, Contains("| path | 2 (n=2; cap at 1) |") && Contains("| rope | 2 (n=2) |") &&
-                    Contains("| sba | 2 (n=2) |") && Contains("| fox | 1 (n=2) |"));
+                    Contains("| sba | 2 (n=2) |") && Contains("| fox | 1 (n=2) |") &&
+                    Contains("| nope | > 1 (cap, n=2) |"));
+  // Each seed with the same marks.
+  const std::string seeds = table(csv, " --per-seed");
+  CHECK_THAT(seeds, Contains("cap: that run ended at its step budget; cap at d: its run at the depth below"));
+  CHECK_THAT(seeds, Contains("| path | s0 2 (cap at 1), s1 2 |") && Contains("| rope | s0 2, s1 2 |") &&
+                        Contains("| sba | s0 1, s1 2 |") && Contains("| nope | s0 > 1 (cap), s1 > 1 |"));
   // Without collect's stop column nothing is marked.
   for (auto& row : c.rows) row.pop_back();
   c.header.pop_back();
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |"));
+  CHECK_THAT(table(csv, " --per-seed"), Contains("| path | s0 2, s1 2 |") && Contains("| nope | s0 > 1, s1 > 1 |"));
 }
 
 TEST_CASE("table --min-layers --best-over: a depth decides only when every value chosen among has run", "[sweep]") {
