@@ -136,7 +136,7 @@ void run_table(TableOptions o) {
   if (min_layers && csv.has("seed") && o.rows != "layers" && o.cols != "layers") {
     std::vector<std::string> config = {o.rows, o.cols};
     if (!o.best_over.empty()) config.push_back(o.best_over);
-    fill = fill_skipped_depths(csv, select_rows(csv, user_where), config, o.metric, split, o.min_layers);
+    fill = fill_skipped_depths(csv, select_rows(csv, user_where), config, o.metric, split, o.min_layers, o.select_on);
   }
   auto rows = select_rows(csv, o.where);
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);

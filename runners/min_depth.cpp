@@ -8,7 +8,8 @@
 namespace pb {
 
 DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
-                              const std::string& metric, const std::string& split, double threshold) {
+                              const std::string& metric, const std::string& split, double threshold,
+                              const std::string& search_split) {
   config.push_back("seed");
   std::vector<size_t> cc;  // the configuration's columns
   for (const auto& c : config) cc.push_back(csv.column(c));
@@ -30,10 +31,14 @@ DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::ve
     const auto& [deepest, at] = *depths.rbegin();
     const auto& cell = cells[{key[0], key[1]}];
     if (cell.rbegin()->first == deepest) continue;
-    double value = -1;  // the table's metric at the deepest run, on its split
-    for (size_t r : at)
-      if ((!splits || csv.rows[r][sc] == split) && !csv.rows[r][mc].empty())
-        value = number(csv.rows[r][mc], metric);
+    double value = -1, fallback = -1;  // the metric at the deepest run, on the search's split (else the table's)
+    bool searched = false;
+    for (size_t r : at) {
+      if (csv.rows[r][mc].empty()) continue;
+      if (!splits || csv.rows[r][sc] == search_split) searched = true, value = number(csv.rows[r][mc], metric);
+      if (!splits || csv.rows[r][sc] == split) fallback = number(csv.rows[r][mc], metric);
+    }
+    if (!searched) value = fallback;
     if (!(value >= threshold)) {
       ++out.short_of;
       continue;

@@ -2,7 +2,8 @@
 // prints and `plot --figure min-depth` draws (docs/sweeps.md, table). The rules, in one place:
 // - the adaptive depth search runs a configuration (seed, row, column, --best-over value) only up
 //   to the first depth that meets its rule; a configuration whose deepest run reaches the
-//   threshold counts at every deeper depth of its cell with that run's rows (fill_skipped_depths);
+//   threshold on the split the search reads (val) counts at every deeper depth of its cell with
+//   that run's rows (fill_skipped_depths);
 // - walking up from the shallowest depth, a depth decides a cell only when every seed of the
 //   table has a value there, for every --best-over value; the first depth where some have none
 //   ends the walk, undecided (under "any", a seed there that passes decides it).
@@ -21,11 +22,14 @@ struct DepthFill {
   size_t filled = 0, short_of = 0;  // (configuration, depth) pairs filled; configurations short
 };
 // Appends to `csv` a copy of a passing configuration's deepest rows at every deeper depth of its
-// cell (a row and column of `config`, the rest of `config` and the seed naming the configuration),
-// reading `metric` on `split` ("" when the CSV has no split column). Configurations that end below
-// `threshold` before their cell's deepest depth (pending or failed runs) are counted, not filled.
+// cell (a row and column of `config`, the rest of `config` and the seed naming the configuration).
+// Passing reads `metric` on `search_split`, the split the depth search read (the selection split,
+// val), or on `split` where the configuration has no row of that split ("" when the CSV has no
+// split column). Configurations that end below `threshold` before their cell's deepest depth
+// (pending or failed runs) are counted, not filled.
 DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::vector<std::string> config,
-                              const std::string& metric, const std::string& split, double threshold);
+                              const std::string& metric, const std::string& split, double threshold,
+                              const std::string& search_split);
 
 struct MinDepth {
   enum class Kind { passed, none, undecided } kind = Kind::none;

@@ -32,7 +32,8 @@ void plot_min_depth(const PlotOptions& o) {
   std::vector<std::string> config = {"pe", col};
   config.insert(config.end(), facets.begin(), facets.end());
   if (choose) config.push_back(o.best_over);
-  const DepthFill fill = fill_skipped_depths(csv, selected, config, o.metric, o.split, o.min_layers);
+  const DepthFill fill =
+      fill_skipped_depths(csv, selected, config, o.metric, o.split, o.min_layers, o.select_on);
   std::vector<std::string> where = o.where;
   where.push_back("split=" + o.split);
   auto rows = select_rows(csv, where);

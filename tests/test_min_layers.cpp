@@ -187,3 +187,33 @@ TEST_CASE("table --min-layers --best-over: a depth decides only when every value
   REQUIRE(run_pathbench(plot).code == 0);
   CHECK_THAT(pb::read_file(svg), Contains("<title>path, length 8: 2 (n=2)</title>"));
 }
+
+TEST_CASE("table --min-layers: a configuration counts as skipped deeper by what the depth search read (val)", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers_search");
+  const std::string csv = tmp.file("evals.csv");
+  pb::Csv c;
+  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+  // (pe, layers, seed, val, test). path seed 0 passed on val at 1 layer, so the search ran it no
+  // deeper, though its test value is below 0.9; rope seed 0 passed on test only, so its run at 2
+  // layers is pending, not skipped.
+  const std::vector<std::vector<std::string>> runs = {
+      {"path", "1", "0", "0.92", "0.86"}, {"path", "1", "1", "0.5", "0.5"},  {"path", "2", "1", "0.95", "0.95"},
+      {"rope", "1", "0", "0.85", "0.92"}, {"rope", "1", "1", "0.5", "0.5"},  {"rope", "2", "1", "0.95", "0.95"}};
+  for (const auto& r : runs) {
+    c.rows.push_back({r[0], "8", r[1], r[2], "0.001", "val", r[3]});
+    c.rows.push_back({r[0], "8", r[1], r[2], "0.001", "test", r[4]});
+  }
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  // path at 2 layers: seed 0's 0.86 (filled) and seed 1's 0.95, mean 0.905. rope's seed 0 is not
+  // filled: undecided at 2 layers.
+  const std::string t = table(csv, "");
+  CHECK_THAT(t, Contains("| path | 2 (n=2) |") && Contains("| rope | ≥ 2 (1 of 2 seeds) |"));
+  CHECK_THAT(t, Contains("1 deeper depths of configurations") && Contains("; 1 configurations end below it"));
+  // A CSV without the search's split falls back to the table's.
+  std::vector<std::vector<std::string>> test_only;
+  for (const auto& row : c.rows)
+    if (row[5] == "test") test_only.push_back(row);
+  c.rows = test_only;
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| path | ≥ 2 (1 of 2 seeds) |") && Contains("| rope | 2 (n=2) |"));
+}
