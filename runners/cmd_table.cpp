@@ -174,7 +174,10 @@ void run_table(TableOptions o) {
           Seed& s = it->second;
           if (!s.first.empty()) continue;
           const bool passes = !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers;
-          if (passes) s.first = key[2], s.cap_below = s.capped ? s.deepest : "";
+          if (passes) {
+            s.first = key[2];
+            s.cap_below = s.capped ? s.deepest : "";
+          }
           s.deepest = key[2];
           s.capped = !passes && stops && csv.rows[i][csv.column("stop")] == "steps";
         }
@@ -183,8 +186,9 @@ void run_table(TableOptions o) {
       std::string out;
       for (const auto& seed : seeds) {
         const Seed& s = of[seed];
-        const std::string text = !s.first.empty() ? s.first + (s.cap_below.empty() ? "" : " (cap at " + s.cap_below + ")")
-                                                  : "> " + s.deepest + (s.capped ? " (cap)" : "");
+        const std::string text = !s.first.empty()
+                                     ? s.first + (s.cap_below.empty() ? "" : " (cap at " + s.cap_below + ")")
+                                     : "> " + s.deepest + (s.capped ? " (cap)" : "");
         out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, text);
       }
       return out;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 namespace pb {
@@ -31,15 +32,14 @@ DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::ve
     const auto& [deepest, at] = *depths.rbegin();
     const auto& cell = cells[{key[0], key[1]}];
     if (cell.rbegin()->first == deepest) continue;
-    double value = -1, fallback = -1;  // the metric at the deepest run, on the search's split (else the table's)
-    bool searched = false;
+    std::optional<double> searched, shown;  // the metric at the deepest run on the search's split, the table's
     for (size_t r : at) {
       if (csv.rows[r][mc].empty()) continue;
-      if (!splits || csv.rows[r][sc] == search_split) searched = true, value = number(csv.rows[r][mc], metric);
-      if (!splits || csv.rows[r][sc] == split) fallback = number(csv.rows[r][mc], metric);
+      const double v = number(csv.rows[r][mc], metric);
+      if (!splits || csv.rows[r][sc] == search_split) searched = v;
+      if (!splits || csv.rows[r][sc] == split) shown = v;
     }
-    if (!searched) value = fallback;
-    if (!(value >= threshold)) {
+    if (!(searched.value_or(shown.value_or(-1)) >= threshold)) {
       ++out.short_of;
       continue;
     }

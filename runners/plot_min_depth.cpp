@@ -60,7 +60,8 @@ void plot_min_depth(const PlotOptions& o) {
   for (const auto& [p, rs] : panel_rows) {
     panels.push_back(p);
     const ChoiceRows choice{o.best_over, panel_candidates[p]};
-    depths.push_back(min_depths(csv, rs, "pe", col, o.metric, o.min_layers_by, o.min_layers, choose ? &choice : nullptr));
+    depths.push_back(
+        min_depths(csv, rs, "pe", col, o.metric, o.min_layers_by, o.min_layers, choose ? &choice : nullptr));
   }
   double deepest = 1;
   size_t undecided = 0, capped = 0, capped_below = 0, seeds = 0;

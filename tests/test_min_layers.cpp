@@ -181,7 +181,8 @@ TEST_CASE("table --min-layers --best-over: a depth decides only when every value
   // so --where picks the lr; lr 0.001 alone is complete.
   CHECK_THAT(table(csv, " --where lr=0.001"), Contains("| path | 2 (n=2) |"));
   // The pending run, done: the depth decides (val still chooses 0.001).
-  for (const char* split : {"val", "test"}) c.rows.push_back({"path", "wordproblem", "8", "2", "1", "0.0003", split, "0.4"});
+  for (const char* split : {"val", "test"})
+    c.rows.push_back({"path", "wordproblem", "8", "2", "1", "0.0003", split, "0.4"});
   pb::write_file_atomic(csv, pb::write_csv(c));
   CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | 2 (n=2) |"));
   REQUIRE(run_pathbench(plot).code == 0);
