@@ -153,43 +153,22 @@ void run_table(TableOptions o) {
   std::vector<std::pair<std::string, std::vector<std::string>>> table;
   if (!split.empty()) caption += " on " + split;
   if (min_layers) {
-    // --per-seed: each seed's smallest depth reaching the threshold, "s0 2, s1 > 3" (none up to its
-    // deepest run), with the marks of the mean's cells: "s0 3 (cap at 2)", "s1 > 3 (cap)".
-    const auto by_depth = cell_rows(csv, rows, {o.rows, o.cols, "layers"}, o.metric);
-    auto seeds_cell = [&](const std::string& r, const std::string& c) {
-      const size_t sc = csv.column("seed"), mc = csv.column(o.metric);
-      const bool stops = csv.has("stop");
-      struct Seed {
-        std::string first, deepest;  // its smallest passing depth ("" if none); its deepest depth
-        bool capped = false;         // its run at `deepest` ended at its step budget short of the threshold
-        std::string cap_below;       // passed: the depth below `first` when that run was capped
-      };
-      std::map<std::string, Seed> of;
-      std::vector<std::string> seeds;
-      for (const auto& [key, at] : by_depth) {
-        if (key[0] != r || key[1] != c) continue;
-        for (size_t i : at) {
-          const auto [it, fresh] = of.try_emplace(csv.rows[i][sc]);
-          if (fresh) seeds.push_back(csv.rows[i][sc]);
-          Seed& s = it->second;
-          if (!s.first.empty()) continue;
-          const bool passes = !csv.rows[i][mc].empty() && number(csv.rows[i][mc], o.metric) >= o.min_layers;
-          if (passes) {
-            s.first = key[2];
-            s.cap_below = s.capped ? s.deepest : "";
-          }
-          s.deepest = key[2];
-          s.capped = !passes && stops && csv.rows[i][csv.column("stop")] == "steps";
-        }
+    // --per-seed: each seed's own smallest depth, the walk of min_depths over that seed's rows alone.
+    std::vector<std::pair<std::string, std::map<std::pair<std::string, std::string>, MinDepth>>> seed_depths;
+    const size_t sc = o.per_seed ? csv.column("seed") : 0;
+    if (o.per_seed)
+      for (const auto& seed : distinct(csv, rows, "seed")) {
+        std::vector<size_t> of;
+        for (size_t i : rows)
+          if (csv.rows[i][sc] == seed) of.push_back(i);
+        seed_depths.emplace_back(seed, min_depths(csv, of, o.rows, o.cols, o.metric, "mean", o.min_layers));
       }
-      std::sort(seeds.begin(), seeds.end(), [](const auto& a, const auto& b) { return value_less("seed", a, b); });
+    auto seeds_cell = [&](const std::string& r, const std::string& c) {
       std::string out;
-      for (const auto& seed : seeds) {
-        const Seed& s = of[seed];
-        const std::string text = !s.first.empty()
-                                     ? s.first + (s.cap_below.empty() ? "" : " (cap at " + s.cap_below + ")")
-                                     : "> " + s.deepest + (s.capped ? " (cap)" : "");
-        out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, text);
+      for (const auto& [seed, depths] : seed_depths) {
+        const auto it = depths.find({r, c});
+        if (it != depths.end())
+          out += fmt::format("{}s{} {}", out.empty() ? "" : ", ", seed, min_depth_seed_text(it->second));
       }
       return out;
     };

@@ -127,4 +127,10 @@ std::string min_depth_text(const MinDepth& d) {
   return fmt::format("> {} ({}n={})", d.depth, d.cap ? "cap, " : "", d.n);
 }
 
+std::string min_depth_seed_text(const MinDepth& d) {
+  if (d.kind == MinDepth::Kind::passed)
+    return d.cap_below.empty() ? d.depth : fmt::format("{} (cap at {})", d.depth, d.cap_below);
+  return fmt::format("> {}{}", d.depth, d.cap ? " (cap)" : "");
+}
+
 }  // namespace pb

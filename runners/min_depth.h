@@ -58,5 +58,7 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
 const char* min_depth_who(const std::string& by);
 // "2 (n=3)", "2 (n=3; cap at 1)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
 std::string min_depth_text(const MinDepth& d);
+// One seed's depth, for --per-seed: "2", "2 (cap at 1)", "> 5" or "> 5 (cap)".
+std::string min_depth_seed_text(const MinDepth& d);
 
 }  // namespace pb
