@@ -1,6 +1,7 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
@@ -49,12 +50,12 @@ void throw_cuda_error(const char* what, const char* detail, const char* file, in
 
 namespace {
 
-// Runs packed in threads of one process capture their graphs while other threads allocate, free
-// and create streams or handles; those calls synchronise the device and invalidate a capture in
-// flight on another thread ("operation failed due to a previous error during capture"), in the
-// thread-local capture mode used here too (seen on the H200). So captures hold this lock shared from Graph::begin to Graph::end, and the
-// calls that would break them take it alone (CaptureFence): they wait for the captures in flight,
-// which take milliseconds and happen once per run and evaluation batch.
+// Runs packed in threads of one process capture their graphs while other threads create streams
+// or handles and allocate; calls that synchronise the device invalidate a capture in flight on
+// another thread ("operation failed due to a previous error during capture"), in the thread-local
+// capture mode used here too (seen on the H200). So captures hold this lock shared from
+// Graph::begin to Graph::end, and those calls take it alone (CaptureFence): they wait for the
+// captures in flight, which take milliseconds and happen once per run and evaluation batch.
 std::shared_mutex g_capture_mutex;
 thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while this thread captures
 
@@ -69,36 +70,6 @@ struct CaptureFence {
 
 constexpr size_t kBlasWorkspace = size_t(32) << 20;  // fixed, so cuBLAS never allocates in a graph
 
-struct ThreadContext {
-  cudaStream_t stream = nullptr;
-  cublasHandle_t blas = nullptr;
-  void* workspace = nullptr;
-  void* scratch[kScratchArenas] = {};
-  size_t scratch_bytes[kScratchArenas] = {};
-  ~ThreadContext() {
-    const CaptureFence fence;
-    if (blas) cublasDestroy(blas);
-    if (workspace) cudaFree(workspace);
-    for (void* p : scratch)
-      if (p) cudaFree(p);
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-ThreadContext& context() {
-  thread_local ThreadContext ctx;
-  if (!ctx.stream) {
-    const CaptureFence fence;
-    PB_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
-    PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
-    PB_CUBLAS_CHECK(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
-    PB_CUDA_CHECK(cudaMalloc(&ctx.workspace, kBlasWorkspace));
-    PB_CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, ctx.workspace, kBlasWorkspace));
-  }
-  return ctx;
-}
-
 thread_local uint64_t t_allocations = 0;  // per thread: runs packed in threads never see each other's
 
 // Sizes of the live device_alloc blocks, for allocated_bytes() and its peak.
@@ -110,6 +81,75 @@ struct AllocTracker {
 AllocTracker& tracker() {
   static AllocTracker* t = new AllocTracker;  // never destroyed: thread contexts free at exit
   return *t;
+}
+void untrack(void* p) {
+  AllocTracker& t = tracker();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  if (const auto it = t.sizes.find(p); it != t.sizes.end()) {
+    t.current -= it->second;
+    t.sizes.erase(it);
+  }
+}
+
+// Device memory comes from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync on
+// the calling thread's stream), not from cudaMalloc / cudaFree, which synchronise the device: with
+// runs packed on one GPU, each of the hundreds of allocations at a run's start and end waited for
+// the other runs' work, and starting or ending a run took minutes (kernels/dev/pack_notes.md).
+// Memory is used on the stream of the thread that allocated it, or is idle when another thread
+// frees it (a stacked group's model after its last step), so a stream-ordered free is safe. The
+// pool keeps what is freed (release threshold: all of it) for the next run to reuse.
+cudaStream_t make_stream() {
+  int device = 0;
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  cudaMemPool_t pool = nullptr;
+  PB_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  uint64_t keep = UINT64_MAX;
+  PB_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  cudaStream_t s = nullptr;
+  PB_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+struct ThreadContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  void* workspace = nullptr;
+  void* scratch[kScratchArenas] = {};
+  size_t scratch_bytes[kScratchArenas] = {};
+  ~ThreadContext() {
+    const CaptureFence fence;
+    if (blas) cublasDestroy(blas);
+    if (workspace) cudaFreeAsync(workspace, stream);
+    for (void* p : scratch)
+      if (p) untrack(p), cudaFreeAsync(p, stream);
+    if (stream) cudaStreamDestroy(stream);  // returns at once; the work on it still completes
+  }
+};
+
+ThreadContext& context() {
+  thread_local ThreadContext ctx;
+  if (!ctx.stream) {
+    const CaptureFence fence;
+    ctx.stream = make_stream();
+    PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
+    PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
+    PB_CUBLAS_CHECK(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
+    PB_CUDA_CHECK(cudaMallocAsync(&ctx.workspace, kBlasWorkspace, ctx.stream));
+    PB_CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, ctx.workspace, kBlasWorkspace));
+  }
+  return ctx;
+}
+
+// Page-locked host blocks are never given back (cudaFreeHost synchronises the device, and
+// cudaMallocHost is slow): a freed block waits here for the next request it fits.
+struct PinnedCache {
+  std::mutex mutex;
+  std::multimap<size_t, void*> idle;           // bytes → block
+  std::unordered_map<void*, size_t> bytes_of;  // every block handed out
+};
+PinnedCache& pinned_cache() {
+  static PinnedCache* c = new PinnedCache;  // never destroyed, like its blocks
+  return *c;
 }
 
 }  // namespace
@@ -123,9 +163,11 @@ void synchronize() { PB_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
   if (bytes == 0) return nullptr;
+  if (t_capture_lock.owns_lock()) throw Error("device_alloc while this thread captures a CUDA graph");
+  const cudaStream_t s = stream();  // outside the fence: a first call creates the context under it
   {
     const CaptureFence fence;
-    const cudaError_t err = cudaMalloc(&p, bytes);
+    const cudaError_t err = cudaMallocAsync(&p, bytes, s);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not a sticky error: clear it, the device stays usable
       size_t free_bytes = 0, total_bytes = 0;
@@ -149,16 +191,10 @@ void* device_alloc(size_t bytes) {
 }
 void device_free(void* p) {
   if (!p) return;
-  {
-    AllocTracker& t = tracker();
-    const std::lock_guard<std::mutex> lock(t.mutex);
-    if (const auto it = t.sizes.find(p); it != t.sizes.end()) {
-      t.current -= it->second;
-      t.sizes.erase(it);
-    }
-  }
+  untrack(p);
+  const cudaStream_t s = stream();
   const CaptureFence fence;
-  cudaFree(p);
+  cudaFreeAsync(p, s);
 }
 uint64_t allocation_count() { return t_allocations; }
 void memory_info(size_t& free_bytes, size_t& total_bytes) { PB_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes)); }
@@ -180,8 +216,7 @@ void reset_peak_allocated() {
 
 void* scratch(size_t bytes, int arena) {
   ThreadContext& ctx = context();
-  if (bytes > ctx.scratch_bytes[arena]) {
-    PB_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // the old region may still be in use
+  if (bytes > ctx.scratch_bytes[arena]) {  // the old region is freed in stream order, after its last use
     device_free(ctx.scratch[arena]);
     ctx.scratch[arena] = device_alloc(bytes);
     ctx.scratch_bytes[arena] = bytes;
@@ -218,17 +253,31 @@ void zero_on_device(void* dst, size_t bytes) {
 
 void* host_alloc_pinned(size_t bytes) {
   if (bytes == 0) return nullptr;
-  const CaptureFence fence;
+  ++t_allocations;  // a cached block moves a graph's copies as much as a new one
+  PinnedCache& c = pinned_cache();
+  {
+    const std::lock_guard<std::mutex> lock(c.mutex);
+    if (const auto it = c.idle.lower_bound(bytes); it != c.idle.end() && it->first <= 2 * bytes) {
+      void* p = it->second;
+      c.idle.erase(it);
+      return p;
+    }
+  }
   void* p = nullptr;
-  PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
-  ++t_allocations;
+  {
+    const CaptureFence fence;
+    PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  }
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  c.bytes_of[p] = bytes;
   return p;
 }
 void host_free_pinned(void* p) {
   if (!p) return;
-  const CaptureFence fence;
-  cudaDeviceSynchronize();
-  cudaFreeHost(p);
+  synchronize();  // a copy or host step of this thread's stream may still use it
+  PinnedCache& c = pinned_cache();
+  const std::lock_guard<std::mutex> lock(c.mutex);
+  c.idle.emplace(c.bytes_of.at(p), p);
 }
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
   if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst_pinned, src, bytes, cudaMemcpyDeviceToHost, stream()));

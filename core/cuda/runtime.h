@@ -12,7 +12,9 @@ namespace pb::cuda {
 void set_device(int device);  // before any other call of this thread
 void synchronize();           // waits for the calling thread's stream
 
-void* device_alloc(size_t bytes);  // cudaMalloc; counted by allocation_count()
+// Stream-ordered on the calling thread's stream (the device's memory pool, runtime.cu): memory is
+// used on that stream, or idle when freed from another thread. Counted by allocation_count().
+void* device_alloc(size_t bytes);
 void device_free(void* p);
 // The calling thread's allocations so far: a graph it captured is stale when its memory moved.
 // Per thread, so runs packed in one process (one thread each) never recapture for another's.
@@ -23,7 +25,7 @@ void memory_info(size_t& free_bytes, size_t& total_bytes);
 // Bytes of device memory now held through device_alloc (all threads), and the most held since
 // the start or the last reset_peak_allocated(), which sets the peak to the current bytes: the
 // counterpart of PyTorch's memory_allocated / max_memory_allocated / reset_peak_memory_stats.
-// cuBLAS's fixed workspace and the stream are not counted (cudaMalloc'd directly, once per thread).
+// cuBLAS's fixed workspace is not counted (allocated directly, once per thread).
 uint64_t allocated_bytes();
 uint64_t peak_allocated_bytes();
 void reset_peak_allocated();
@@ -66,7 +68,8 @@ void copy_on_device(void* dst, const void* src, size_t bytes);
 void zero_on_device(void* dst, size_t bytes);
 
 // Page-locked host memory, for asynchronous copies; counted by allocation_count() (a captured
-// graph copies to and from it). Freeing waits for the device: a copy or host step may still use it.
+// graph copies to and from it). Used on the calling thread's stream: freeing waits for that stream
+// and keeps the block for a later request (page-locked memory is never given back).
 void* host_alloc_pinned(size_t bytes);
 void host_free_pinned(void* p);
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes);

@@ -1,0 +1,86 @@
+// Device and page-locked memory of core/cuda/runtime.h as runs packed in one process use it: a
+// thread that allocates and frees while other threads keep the GPU busy does not wait for their
+// work (runtime.cu: stream-ordered allocation; kernels/dev/pack_notes.md says why it matters), the
+// byte counts follow every allocation, and a freed page-locked block is handed out again to a
+// request it fits. Four busy threads launch 256 MiB memsets, 32 between waits, the way training
+// steps keep their streams full, so the GPU is never idle until they stop (after 15 s at most);
+// the allocating thread must finish its 100 allocations and frees in 5 s. A call that waited for
+// the device to be idle would wait for the busy threads to stop.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "core/cuda/runtime.h"
+
+using namespace pb;
+using Clock = std::chrono::steady_clock;
+
+TEST_CASE("cuda memory: allocating and freeing beside busy threads does not wait for their work", "[cuda]") {
+  constexpr size_t kBig = size_t(256) << 20;
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  std::atomic<bool> stop{false};
+  std::atomic<int> batches{0};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 4; ++t)
+    busy.emplace_back([&] {
+      void* big = cuda::device_alloc(kBig);
+      while (!stop && Clock::now() < deadline) {
+        for (int i = 0; i < 32; ++i) cuda::zero_on_device(big, kBig);
+        cuda::synchronize();
+        ++batches;
+      }
+      cuda::device_free(big);
+      cuda::synchronize();
+    });
+  while (batches < 8 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  const auto t0 = Clock::now();
+  const int before = batches;
+  for (int i = 0; i < 100; ++i) {  // sizes as a model's buffers have them: 4 KiB to 16 MiB
+    void* p = cuda::device_alloc(size_t(4096) << (i % 13));
+    cuda::zero_on_device(p, 4096);
+    cuda::device_free(p);
+  }
+  cuda::synchronize();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const int during = batches - before;
+  stop = true;
+  for (auto& t : busy) t.join();
+  std::printf("100 allocations and frees beside 4 busy threads: %.3f s (%d of their batches ended meanwhile)\n",
+              seconds, during);
+  CHECK(seconds < 5.0);
+}
+
+TEST_CASE("cuda memory: allocated bytes follow allocations and frees", "[cuda]") {
+  const uint64_t base = cuda::allocated_bytes();
+  const uint64_t count = cuda::allocation_count();
+  void* a = cuda::device_alloc(1000);
+  void* b = cuda::device_alloc(3000);
+  CHECK(cuda::allocated_bytes() == base + 4000);
+  CHECK(cuda::allocation_count() == count + 2);
+  cuda::device_free(a);
+  CHECK(cuda::allocated_bytes() == base + 3000);
+  cuda::device_free(b);
+  cuda::synchronize();
+  CHECK(cuda::allocated_bytes() == base);
+  CHECK(cuda::device_alloc(0) == nullptr);
+}
+
+TEST_CASE("cuda memory: a freed page-locked block serves the next request it fits", "[cuda]") {
+  const uint64_t count = cuda::allocation_count();
+  void* a = cuda::host_alloc_pinned(1000);
+  cuda::host_free_pinned(a);
+  void* b = cuda::host_alloc_pinned(800);  // fits (no more than twice the request): the same block
+  CHECK(b == a);
+  void* c = cuda::host_alloc_pinned(800);  // the block is taken: a new one
+  CHECK(c != a);
+  cuda::host_free_pinned(b);
+  void* d = cuda::host_alloc_pinned(400);  // fits, but wastes more than half of it: a new block
+  CHECK(d != a);
+  CHECK(cuda::allocation_count() == count + 4);  // every block handed out moves a graph's copies
+  for (void* p : {c, d}) cuda::host_free_pinned(p);
+}
