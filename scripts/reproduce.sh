@@ -161,6 +161,28 @@ a5_tables() {
   "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg
   "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc --where task_len=8 --where layers=2 \
     -o $d/curves-len8-layers2.svg
+  d=results/diag-a5-budget
+  [ -f $d/evals.csv ] || return 0
+  budget() {
+    echo "# diag-a5-budget: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and history.csv. Length 8, two layers, up to"
+    echo "80,000 steps; seq_acc in %."
+    echo
+    echo "## Every learning rate, test"
+    echo
+    "$PB" table $d/evals.csv --rows pe --cols lr --split test --metric seq_acc --percent
+    echo
+    echo "## lr chosen on val, every split"
+    echo
+    "$PB" table $d/evals.csv --rows pe --cols split --metric seq_acc --best-over lr --select-on val --percent
+    echo
+    echo "## First evaluated step with val seq_acc ≥ 0.9 and ≥ 0.99 (periodic evaluations read 1,024 sequences)"
+    echo
+    python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.9 0.99
+  }
+  atomic $d/tables.md budget
+  "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc -o $d/curves-val.svg
 }
 
 # PaTH Figure 2 top as tables: recall accuracy on test against N, lr chosen on val per encoding and
