@@ -38,8 +38,9 @@ BASE=conversion-$EXP-base SWEEPS="conversion-$EXP-base conversion-$EXP conversio
 NAME=conversion  # the folders' stem under runs/ and results/ (flip-flop's, published first, has no suffix)
 [ "$EXP" = a5 ] && NAME=conversion-a5
 
-# The tables and figures of $RESULTS, from its CSVs.
+# The tables and figures of $RESULTS, from its CSVs (history.csv unpacked: scripts/history.sh).
 publish() {
+  bash scripts/history.sh unpack "$RESULTS"
   # Per encoding (path, rope): the mean and per-seed tables of metric $1 with the steps as rows;
   # for A5 (seq_acc) also the step each run stopped at.
   by_steps() {
@@ -137,6 +138,7 @@ done
 
 mkdir -p "$RESULTS"
 "$PB" collect "$ROOT" -o "$RESULTS"
+bash scripts/history.sh pack "$RESULTS"
 # The run records (no checkpoints) and the source links, for the record: a rerun needs the sources'
 # checkpoints, whose checksums are part of the conversion runs' ids.
 tar czf "$RESULTS/records.tgz.tmp" --exclude='*.safetensors' "$ROOT" "$SOURCES"

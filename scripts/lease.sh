@@ -64,6 +64,7 @@ case $cmd in
     tail -3 "$log"
     pack
     "$PB" collect runs/"$s" -o results/"$s"
+    scripts/history.sh pack results/"$s"
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
   call)
@@ -78,9 +79,10 @@ case $cmd in
     "$0" status "$s"
     pack
     "$PB" collect runs/"$s" -o results/"$s"
+    scripts/history.sh pack results/"$s"
     if [[ -n ${OUT:-} ]]; then
       cp results/"$s"/records.tgz "$log" "$OUT"/
-      cp results/"$s"/*.csv "$OUT"/
+      cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/
     fi
     ;;
   *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish SWEEP [S]" >&2; exit 2 ;;

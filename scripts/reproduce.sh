@@ -224,6 +224,7 @@ sweep_run() {
   "$PB" sweep sweeps/$s.toml --pack auto ${DRAIN_AFTER:+--drain-after "$DRAIN_AFTER"} || rc=$?
   tar czf results/$s/records.tgz.tmp --exclude='*.safetensors' runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
   "$PB" collect runs/$s -o results/$s
+  bash scripts/history.sh pack results/$s
   return $rc
 }
 
@@ -243,6 +244,7 @@ case "${1:-}" in
     for e in flipflop lengthgen ablations a5 mqrar; do PATHBENCH=$PB bash scripts/reproduce.sh $e; done
     ;;
   --from-csv)
+    bash scripts/history.sh unpack results/*/
     flipflop_tables && lengthgen_tables && ablation_tables && a5_tables && mqrar_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
