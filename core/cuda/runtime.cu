@@ -274,10 +274,10 @@ void* host_alloc_pinned(size_t bytes) {
 }
 void host_free_pinned(void* p) {
   if (!p) return;
-  synchronize();  // a copy or host step of this thread's stream may still use it
+  cudaStreamSynchronize(stream());  // a copy or host step of this thread's stream may still use it
   PinnedCache& c = pinned_cache();
   const std::lock_guard<std::mutex> lock(c.mutex);
-  c.idle.emplace(c.bytes_of.at(p), p);
+  if (const auto it = c.bytes_of.find(p); it != c.bytes_of.end()) c.idle.emplace(it->second, p);
 }
 void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
   if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst_pinned, src, bytes, cudaMemcpyDeviceToHost, stream()));
