@@ -156,6 +156,11 @@ a5_tables() {
       echo
       "$PB" table $d/evals.csv "${sel[@]}" --rows pe --cols layers --where task_len=$len --percent
     done
+    echo
+    echo "## Length 8, two layers: how fast each run learned (first evaluation at 50 % and 90 % val seq_acc)"
+    echo
+    python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.5 0.9 --where task_len=8 \
+      --where layers=2
   }
   atomic $d/tables.md tables
   "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg
