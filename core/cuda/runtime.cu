@@ -120,8 +120,11 @@ struct ThreadContext {
     const CaptureFence fence;
     if (blas) cublasDestroy(blas);
     if (workspace) cudaFreeAsync(workspace, stream);
-    for (void* p : scratch)
-      if (p) untrack(p), cudaFreeAsync(p, stream);
+    for (void* p : scratch) {
+      if (!p) continue;
+      untrack(p);
+      cudaFreeAsync(p, stream);
+    }
     if (stream) cudaStreamDestroy(stream);  // returns at once; the work on it still completes
   }
 };
