@@ -66,10 +66,11 @@ def main():
               f"after the last step {end:.0f} s ({100 * end / wall:.0f}%); evaluation (all of it) {ev:.0f} s; "
               f"median start delay {statistics.median(r['start_s'] for r in rows):.1f} s")
     if a.csv and every:
-        with open(a.csv, "w", newline="") as f:
+        with open(a.csv + ".tmp", "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(every[0]))
             w.writeheader()
             w.writerows(every)
+        os.replace(a.csv + ".tmp", a.csv)
 
 
 if __name__ == "__main__":

@@ -166,7 +166,12 @@ a5_tables() {
   "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg
   "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc --where task_len=8 --where layers=2 \
     -o $d/curves-len8-layers2.svg
-  d=results/diag-a5-budget
+}
+
+# diag-a5-budget (paper-a5's two-layer models at length 8, up to 80,000 steps): every learning rate,
+# lr chosen on val, how fast each run learned, and the learning curves.
+budget_tables() {
+  local d=results/diag-a5-budget
   [ -f $d/evals.csv ] || return 0
   budget() {
     echo "# diag-a5-budget: tables"
@@ -250,7 +255,7 @@ case "${1:-}" in
     ;;
   --from-csv)
     bash scripts/history.sh unpack results/*/
-    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables && mqrar_tables
+    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables && budget_tables && mqrar_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
