@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/slow_call.h"
 #include "runners/resume.h"
 #include "runners/run_dir.h"
 #include "runners/stack_group.h"
@@ -352,6 +353,7 @@ namespace {
 // recorded as its failure. Returns false when it was cancelled.
 bool run_in_thread(const Job& job, const ResumePoint* resume, const std::atomic<bool>& cancel, StackPool* stacks) {
   const double start = now_s();
+  set_slow_call_run(fs::path(job.dir).filename().string());  // named in the runtime's slow-call lines
   const std::string log_path = job.dir + "/log.txt";
   std::FILE* log = std::fopen(log_path.c_str(), resume ? "ae" : "we");
   if (!log) fail("cannot create '{}': {}", log_path, std::strerror(errno));

@@ -6,10 +6,14 @@ collect`: how fast, in steps, a run learned, where a fixed-budget table only say
 
 One Markdown row per run (the --rows columns, then seed), one column per threshold: the first step
 whose value is >= it, or "not by S" with S the run's last evaluated step. Periodic evaluations
-may read a subset of the split (eval_every_n): the step is that evaluation's.
+may read a subset of the split (eval_every_n): the step is that evaluation's. At a run's last step
+the history keeps the final evaluation (the whole split) only; when the run stopped there by its
+stop_at rule on this split and metric, the periodic value that met the rule (in the `stop` column)
+counts as well, so a run stopped at the threshold is not reported as "not by" that step.
 """
 import argparse
 import csv
+import re
 import sys
 from collections import defaultdict
 
@@ -34,14 +38,17 @@ def main():
         if rows and col not in rows[0]:
             print(f"first_step.py: {a.history} has no column '{col}'", file=sys.stderr)
             sys.exit(2)
-    runs = defaultdict(list)  # run key → [(step, value)]
+    stop_at = re.compile(rf"stop_at {re.escape(a.split)}:{re.escape(a.metric)}>=\S+ \((\S+) at step (\d+)\)")
+    runs = defaultdict(set)  # run key → {(step, value)}
     for r in rows:
         if r["split"] == a.split and all(r[c] == v for c, v in where):
-            runs[tuple(r[k] for k in keys)].append((int(r["step"]), float(r[a.metric])))
+            runs[tuple(r[k] for k in keys)].add((int(r["step"]), float(r[a.metric])))
+            if m := stop_at.match(r.get("stop", "")):
+                runs[tuple(r[k] for k in keys)].add((int(m.group(2)), float(m.group(1))))
     print("| " + " | ".join(keys) + " | " + " | ".join(f"first step with {a.metric} ≥ {t:g}" for t in a.at) + " |")
     print("|" + "---|" * (len(keys) + len(a.at)))
     for key, points in sorted(runs.items()):
-        points.sort()
+        points = sorted(points)
         cells = [next((str(s) for s, v in points if v >= t), f"not by {points[-1][0]}") for t in a.at]
         print("| " + " | ".join(key) + " | " + " | ".join(cells) + " |")
 

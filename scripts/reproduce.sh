@@ -183,9 +183,15 @@ budget_tables() {
     echo
     "$PB" table $d/evals.csv --rows pe --cols lr --split test --metric seq_acc --percent
     echo
+    "$PB" table $d/evals.csv --rows pe --cols lr --split test --metric seq_acc --percent --per-seed
+    echo
     echo "## lr chosen on val, every split"
     echo
     "$PB" table $d/evals.csv --rows pe --cols split --metric seq_acc --best-over lr --select-on val --percent
+    echo
+    echo "## Per seed, the same lr choice"
+    echo
+    "$PB" table $d/evals.csv --rows pe --cols split --metric seq_acc --best-over lr --select-on val --percent --per-seed
     echo
     echo "## First evaluated step with val seq_acc ≥ 0.9 and ≥ 0.99 (periodic evaluations read 1,024 sequences)"
     echo
@@ -196,11 +202,11 @@ budget_tables() {
 }
 
 # PaTH Figure 2 top as tables: recall accuracy on test against N, lr chosen on val per encoding and
-# N, and every learning rate per seed; the pilot's (one seed, one lr) when it has run. Nothing
+# N, and every learning rate per seed; the pilots' (one seed, one lr) when they have run. Nothing
 # until a sweep has results.
 mqrar_tables() {
   local s d
-  for s in paper-mqrar paper-mqrar-pilot; do
+  for s in paper-mqrar paper-mqrar-pilot paper-mqrar-pilot2; do
     d=results/$s
     [ -f $d/evals.csv ] || continue
     tables() {

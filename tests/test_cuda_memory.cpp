@@ -5,7 +5,8 @@
 // request it fits. Four busy threads launch 256 MiB memsets, 32 between waits, the way training
 // steps keep their streams full, so the GPU is never idle until they stop (after 15 s at most);
 // the allocating thread must finish its 100 allocations and frees in 5 s. A call that waited for
-// the device to be idle would wait for the busy threads to stop.
+// the device to be idle would wait for the busy threads to stop. The second case takes a run's
+// whole life this way, phase by phase, beside threads that replay CUDA graphs as training does.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/cuda/runtime.h"
+#include "kernels/cuda/ops.h"
 
 using namespace pb;
 using Clock = std::chrono::steady_clock;
@@ -53,6 +55,93 @@ TEST_CASE("cuda memory: allocating and freeing beside busy threads does not wait
   std::printf("100 allocations and frees beside 4 busy threads: %.3f s (%d of their batches ended meanwhile)\n",
               seconds, during);
   CHECK(seconds < 5.0);
+}
+
+// What a packed run does at its start and end, timed phase by phase on a new thread while four
+// threads replay a captured graph (32 memsets of 256 MiB and a reduction) until they are stopped
+// or 20 s have passed: a phase that waits for an idle device lasts until then and fails.
+TEST_CASE("cuda memory: a run's start and end do not wait for threads replaying graphs", "[cuda]") {
+  constexpr size_t kBig = size_t(256) << 20;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  std::atomic<bool> stop{false};
+  std::atomic<int> batches{0};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 4; ++t)
+    busy.emplace_back([&] {
+      float* big = static_cast<float*>(cuda::device_alloc(kBig));
+      float* sum = static_cast<float*>(cuda::device_alloc(sizeof(float)));
+      cuda::Graph graph;
+      graph.begin();
+      for (int i = 0; i < 32; ++i) cuda::zero_on_device(big, kBig);
+      cuda::sum_squares(sum, big, int64_t(kBig / sizeof(float)));
+      graph.end();
+      while (!stop && Clock::now() < deadline) {
+        graph.launch();
+        cuda::synchronize();
+        ++batches;
+      }
+      graph.reset();
+      cuda::device_free(big);
+      cuda::device_free(sum);
+      cuda::synchronize();
+    });
+  while (batches < 8 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::vector<std::pair<const char*, double>> phases;  // (what, seconds), in order
+  auto time = [&](const char* what, auto&& f) {
+    const auto t0 = Clock::now();
+    f();
+    phases.emplace_back(what, std::chrono::duration<double>(Clock::now() - t0).count());
+  };
+  Clock::time_point last_op;
+  const int before = batches;
+  std::thread run([&] {
+    time("a new thread's stream and cuBLAS handle", [] { cuda::synchronize(); });
+    std::vector<void*> held;
+    time("256 new allocations of 16 MiB (the pool grows by 4 GiB)", [&] {
+      for (int i = 0; i < 256; ++i) held.push_back(cuda::device_alloc(size_t(16) << 20));
+      cuda::synchronize();
+    });
+    float* x = static_cast<float*>(held[0]);
+    float* w = static_cast<float*>(held[1]);
+    float* y = static_cast<float*>(held[2]);
+    float* r = static_cast<float*>(held[3]);
+    cuda::zero_on_device(x, 64 * 64 * sizeof(float));
+    cuda::zero_on_device(w, 64 * 64 * sizeof(float));
+    time("a first cuBLAS GEMM", [&] {
+      cuda::matmul_forward(y, x, w, 64, 64, 64);
+      cuda::synchronize();
+    });
+    time("a kernel's first launch (rmsnorm)", [&] {
+      cuda::rmsnorm_forward(y, r, x, w, 64, 64, 1e-5);
+      cuda::synchronize();
+    });
+    time("a graph captured, instantiated, launched and destroyed", [&] {
+      cuda::Graph g;
+      g.begin();
+      cuda::zero_on_device(y, 4096);
+      g.end();
+      g.launch();
+      cuda::synchronize();
+    });
+    time("freeing the 256 allocations", [&] {
+      for (void* p : held) cuda::device_free(p);
+      cuda::synchronize();
+    });
+    last_op = Clock::now();
+  });
+  run.join();
+  phases.emplace_back("the thread's exit (its stream and cuBLAS handle freed)",
+                      std::chrono::duration<double>(Clock::now() - last_op).count());
+  const int during = batches - before;
+  stop = true;
+  for (auto& t : busy) t.join();
+  for (const auto& [what, seconds] : phases) {
+    std::printf("beside 4 threads replaying graphs: %s: %.3f s\n", what, seconds);
+    INFO(what);
+    CHECK(seconds < 5.0);
+  }
+  std::printf("(%d of their batches ended while the run's thread lived)\n", during);
 }
 
 TEST_CASE("cuda memory: allocated bytes follow allocations and frees", "[cuda]") {

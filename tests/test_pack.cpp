@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "core/io.h"
+#include "core/slow_call.h"
 #include "runners/trainer.h"
 
 namespace fs = std::filesystem;
@@ -346,4 +347,29 @@ steps = [90, 130]
   CHECK(run_pathbench(fmt::format("sweep {} --stack 2", f)).code == 2);  // needs --pack
   CHECK(run_pathbench(fmt::format("sweep {} --pack 2 --stack -1", f)).code == 2);
   CHECK(run_pathbench(fmt::format("sweep {} --pack 2 --stack 2 --estimate", f)).code == 2);  // projects packing
+}
+
+TEST_CASE("a slow runtime call is reported with its run and note, a fast one is not", "[pack]") {
+  REQUIRE(pb::slow_call_threshold_s() == 1.0);  // PB_SLOW_CALL_S unset in the test environment
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  pb::set_slow_call_run("abc123");
+  {
+    const pb::SlowCall fast("a fast call", nullptr, out);
+  }
+  {
+    const pb::SlowCall slow("waiting for the capture fence", "held alone for cudaMallocHost", out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  }
+  pb::set_slow_call_run("");
+  std::rewind(out);
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, out);
+  std::fclose(out);
+  const std::string text(buf, n);
+  CHECK_THAT(text, !Contains("a fast call"));
+  CHECK_THAT(text, Contains("pathbench: slow call: waiting for the capture fence took 1.1"));
+  CHECK_THAT(text, Contains(", run abc123 (at "));
+  CHECK_THAT(text, Contains("; held alone for cudaMallocHost)"));
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
 }

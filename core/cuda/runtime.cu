@@ -1,5 +1,6 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include "core/cuda/runtime.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/slow_call.h"
 
 namespace pb {
 
@@ -58,13 +60,34 @@ namespace {
 // captures in flight, which take milliseconds and happen once per run and evaluation batch.
 std::shared_mutex g_capture_mutex;
 thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while this thread captures
+std::atomic<const char*> g_fence_holder{nullptr};  // the call holding the lock alone, if any
+std::atomic<int> g_capturing{0};                    // threads holding it shared
 
-// The lock held alone for one call, unless this thread is itself capturing (then the call fails
-// on its own, as it would in a single-threaded program, instead of deadlocking).
+// Who holds the lock as a wait for it starts, for the slow-call line (core/slow_call.h).
+struct FenceNote {
+  char text[128];
+  FenceNote() {
+    const char* holder = g_fence_holder.load();
+    std::snprintf(text, sizeof(text), "held alone for %s, %d threads capturing", holder ? holder : "nothing",
+                  g_capturing.load());
+  }
+};
+
+// The lock held alone for one call (`what`), unless this thread is itself capturing (then the
+// call fails on its own, as it would in a single-threaded program, instead of deadlocking).
 struct CaptureFence {
   std::unique_lock<std::shared_mutex> lock;
-  CaptureFence() : lock(g_capture_mutex, std::defer_lock) {
-    if (!t_capture_lock.owns_lock()) lock.lock();
+  explicit CaptureFence(const char* what) : lock(g_capture_mutex, std::defer_lock) {
+    if (t_capture_lock.owns_lock()) return;
+    const FenceNote note;
+    {
+      const SlowCall wait("waiting for the capture fence", note.text);
+      lock.lock();
+    }
+    g_fence_holder.store(what);
+  }
+  ~CaptureFence() {
+    if (lock.owns_lock()) g_fence_holder.store(nullptr);
   }
 };
 
@@ -117,7 +140,8 @@ struct ThreadContext {
   void* scratch[kScratchArenas] = {};
   size_t scratch_bytes[kScratchArenas] = {};
   ~ThreadContext() {
-    const CaptureFence fence;
+    const CaptureFence fence("freeing a thread's stream and cuBLAS handle");
+    const SlowCall timed("freeing a thread's stream and cuBLAS handle");
     if (blas) cublasDestroy(blas);
     if (workspace) cudaFreeAsync(workspace, stream);
     for (void* p : scratch) {
@@ -132,7 +156,8 @@ struct ThreadContext {
 ThreadContext& context() {
   thread_local ThreadContext ctx;
   if (!ctx.stream) {
-    const CaptureFence fence;
+    const CaptureFence fence("creating a thread's stream and cuBLAS handle");
+    const SlowCall timed("creating a thread's stream and cuBLAS handle");
     ctx.stream = make_stream();
     PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
     PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
@@ -161,7 +186,11 @@ cudaStream_t stream() { return context().stream; }
 cublasHandle_t blas() { return context().blas; }
 
 void set_device(int device) { PB_CUDA_CHECK(cudaSetDevice(device)); }
-void synchronize() { PB_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+void synchronize() {
+  const cudaStream_t s = stream();
+  const SlowCall timed("cudaStreamSynchronize");
+  PB_CUDA_CHECK(cudaStreamSynchronize(s));
+}
 
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
@@ -169,7 +198,8 @@ void* device_alloc(size_t bytes) {
   if (t_capture_lock.owns_lock()) throw Error("device_alloc while this thread captures a CUDA graph");
   const cudaStream_t s = stream();  // outside the fence: a first call creates the context under it
   {
-    const CaptureFence fence;
+    const CaptureFence fence("cudaMallocAsync");
+    const SlowCall timed("cudaMallocAsync");
     const cudaError_t err = cudaMallocAsync(&p, bytes, s);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not a sticky error: clear it, the device stays usable
@@ -196,7 +226,8 @@ void device_free(void* p) {
   if (!p) return;
   untrack(p);
   const cudaStream_t s = stream();
-  const CaptureFence fence;
+  const CaptureFence fence("cudaFreeAsync");
+  const SlowCall timed("cudaFreeAsync");
   cudaFreeAsync(p, s);
 }
 uint64_t allocation_count() { return t_allocations; }
@@ -245,7 +276,7 @@ void copy_to_device(void* dst, const void* src, size_t bytes) {
 void copy_to_host(void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
-  synchronize();
+  synchronize();  // timed there
 }
 void copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes) PB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()));
@@ -268,7 +299,8 @@ void* host_alloc_pinned(size_t bytes) {
   }
   void* p = nullptr;
   {
-    const CaptureFence fence;
+    const CaptureFence fence("cudaMallocHost");
+    const SlowCall timed("cudaMallocHost");
     PB_CUDA_CHECK(cudaMallocHost(&p, bytes));
   }
   const std::lock_guard<std::mutex> lock(c.mutex);
@@ -277,7 +309,11 @@ void* host_alloc_pinned(size_t bytes) {
 }
 void host_free_pinned(void* p) {
   if (!p) return;
-  cudaStreamSynchronize(stream());  // a copy or host step of this thread's stream may still use it
+  const cudaStream_t s = stream();
+  {
+    const SlowCall timed("cudaStreamSynchronize before reusing a pinned block");
+    cudaStreamSynchronize(s);  // a copy or host step of this thread's stream may still use it
+  }
   PinnedCache& c = pinned_cache();
   const std::lock_guard<std::mutex> lock(c.mutex);
   if (const auto it = c.bytes_of.find(p); it != c.bytes_of.end()) c.idle.emplace(it->second, p);
@@ -287,26 +323,44 @@ void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes) {
 }
 void launch_host(void (*fn)(void*), void* data) { PB_CUDA_CHECK(cudaLaunchHostFunc(stream(), fn, data)); }
 
+namespace {
+void release_capture_lock() {
+  if (!t_capture_lock.owns_lock()) return;
+  --g_capturing;
+  t_capture_lock.unlock();
+}
+}  // namespace
+
 Graph::~Graph() { reset(); }
 void Graph::reset() {
+  const SlowCall timed("cudaGraphExecDestroy");
   if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
   exec_ = nullptr;
 }
 void Graph::begin() {
   reset();
   stream();  // the thread's context exists before the lock is taken
-  t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex);
+  {
+    const FenceNote note;
+    const SlowCall wait("waiting for the capture fence to capture", note.text);
+    t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex);
+  }
+  ++g_capturing;
   const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
-  if (err != cudaSuccess) t_capture_lock.unlock();
+  if (err != cudaSuccess) release_capture_lock();
   PB_CUDA_CHECK(err);
 }
 void Graph::end() {
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
-  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
+  release_capture_lock();
   PB_CUDA_CHECK(ended);
   cudaGraphExec_t exec = nullptr;
-  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaError_t err;
+  {
+    const SlowCall timed("cudaGraphInstantiate");
+    err = cudaGraphInstantiate(&exec, graph, 0);
+  }
   cudaGraphDestroy(graph);
   PB_CUDA_CHECK(err);
   exec_ = exec;
@@ -315,9 +369,13 @@ void Graph::abort() {
   cudaGraph_t graph = nullptr;
   if (cudaStreamEndCapture(stream(), &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
   cudaGetLastError();
-  if (t_capture_lock.owns_lock()) t_capture_lock.unlock();
+  release_capture_lock();
 }
-void Graph::launch() { PB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), stream())); }
+void Graph::launch() {
+  const cudaStream_t s = stream();
+  const SlowCall timed("cudaGraphLaunch");
+  PB_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), s));
+}
 
 Timer::Timer() {
   cudaEvent_t a, b;
