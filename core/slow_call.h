@@ -1,9 +1,9 @@
 // A line on stderr for every runtime call that takes longer than it should, so that a sweep's log
 // says where packed runs waited (kernels/dev/pack_notes.md): "pathbench: slow call: WHAT took
-// 12.3 s on thread 7, run RUN (at 512.0 s after the process started; NOTE)". The threshold is PB_SLOW_CALL_S seconds (default 1;
-// 0 reports every call, a negative value none). Used by core/cuda/runtime.cu around the calls
-// that can wait for other threads: the capture fence, allocations, stream synchronisation, graph
-// capture and instantiation, cuBLAS handle creation.
+// 12.3 s on thread 7, run RUN (at 512.0 s after the process started; NOTE)". The threshold is
+// PB_SLOW_CALL_S seconds (default 1; 0 reports every call, a negative value none). Used by
+// core/cuda/runtime.cu around the calls that can wait for other threads: the capture fence,
+// allocations, stream synchronisation, graph capture and instantiation, cuBLAS handle creation.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -53,9 +53,9 @@ class SlowCall {
     if (limit < 0 || dt < limit) return;
     const bool note = note_ && *note_;
     const bool run = t_slow_call_run[0] != 0;
-    std::fprintf(out_, "pathbench: slow call: %s took %.3f s on thread %d%s%s (at %.1f s after the process started%s%s)\n",
-                 what_, dt, slow_call_thread_id(), run ? ", run " : "", run ? t_slow_call_run : "", t0_,
-                 note ? "; " : "", note ? note_ : "");
+    std::fprintf(out_, "pathbench: slow call: %s took %.3f s on thread %d%s%s (at %.1f s after the process "
+                 "started%s%s)\n", what_, dt, slow_call_thread_id(), run ? ", run " : "",
+                 run ? t_slow_call_run : "", t0_, note ? "; " : "", note ? note_ : "");
     std::fflush(out_);
   }
 

@@ -3,9 +3,13 @@
 collect`: how fast, in steps, a run learned, where a fixed-budget table only says whether.
 
   first_step.py HISTORY.csv --split val --metric seq_acc --at 0.9 [0.99 ...] [--rows pe,lr] [--where COL=V ...]
+  first_step.py HISTORY.csv --split val --metric seq_acc --at 0.9 --rows pe --cols task_len [--where ...]
 
 One Markdown row per run (the --rows columns, then seed), one column per threshold: the first step
-whose value is >= it, or "not by S" with S the run's last evaluated step. Periodic evaluations
+whose value is >= it, or "not by S" with S the run's last evaluated step. With --cols (one
+threshold), a table of the --rows values against the values of that column: each cell lists the
+first steps of all its runs (every seed and every value of the columns not named), in thousands,
+in increasing order, then "+k not" for the k runs that never reached the threshold. Periodic evaluations
 may read a subset of the split (eval_every_n): the step is that evaluation's. At a run's last step
 the history keeps the final evaluation (the whole split) only; when the run stopped there by its
 stop_at rule on this split and metric, the periodic value that met the rule (in the `stop` column)
@@ -26,13 +30,17 @@ def main():
     ap.add_argument("--at", type=float, nargs="+", required=True)
     ap.add_argument("--rows", default="pe,lr", help="comma-separated columns naming a run (seed is added)")
     ap.add_argument("--where", action="append", default=[], help="COLUMN=VALUE, repeatable")
+    ap.add_argument("--cols", help="a column: one table cell per (--rows value, value of this column)")
     a = ap.parse_args()
+    if a.cols and len(a.at) != 1:
+        print("first_step.py: --cols takes one threshold (--at X)", file=sys.stderr)
+        sys.exit(2)
     try:
         rows = list(csv.DictReader(open(a.history)))
     except OSError as e:
         print(f"first_step.py: cannot read {a.history}: {e.strerror}", file=sys.stderr)
         sys.exit(2)
-    keys = a.rows.split(",") + ["seed"]
+    keys = a.rows.split(",") + (["run_id", a.cols] if a.cols else ["seed"])
     where = [w.split("=", 1) for w in a.where]
     for col in keys + [a.metric, "split", "step"] + [c for c, _ in where]:
         if rows and col not in rows[0]:
@@ -45,13 +53,46 @@ def main():
             runs[tuple(r[k] for k in keys)].add((int(r["step"]), float(r[a.metric])))
             if m := stop_at.match(r.get("stop", "")):
                 runs[tuple(r[k] for k in keys)].add((int(m.group(2)), float(m.group(1))))
+    first = {key: [next((s for s, v in sorted(p) if v >= t), None) for t in a.at] for key, p in runs.items()}
+    if a.cols:
+        pivot(first, len(keys) - 2, a)
+        return
     print("| " + " | ".join(keys) + " | " + " | ".join(f"first step with {a.metric} ≥ {t:g}" for t in a.at) + " |")
     print("|" + "---|" * (len(keys) + len(a.at)))
     for key, points in sorted(runs.items()):
-        points = sorted(points)
-        cells = [next((str(s) for s, v in points if v >= t), f"not by {points[-1][0]}") for t in a.at]
+        cells = [str(s) if s is not None else f"not by {max(points)[0]}" for s in first[key]]
         print("| " + " | ".join(key) + " | " + " | ".join(cells) + " |")
 
+
+def number_or_text(v):
+    try:
+        return (0, float(v), v)
+    except ValueError:
+        return (1, 0.0, v)
+
+
+def pivot(first, n_row_keys, a):
+    """One cell per (row, column value): its runs' first steps in thousands, then '+k not'."""
+    cells = defaultdict(list)
+    for key, steps in first.items():
+        cells[(key[:n_row_keys], key[-1])].append(steps[0])
+    row_values = sorted({r for r, _ in cells})
+    col_values = sorted({c for _, c in cells}, key=number_or_text)
+    print(f"*first evaluated step with {a.split} {a.metric} ≥ {a.at[0]:g}, in thousands, every run; "
+          f"+k not: k runs that never reached it*")
+    print()
+    print(f"| {a.rows.replace(',', ' ')} \\ {a.cols} | " + " | ".join(col_values) + " |")
+    print("|" + "---|" * (len(col_values) + 1))
+    for r in row_values:
+        out = []
+        for c in col_values:
+            steps = cells.get((r, c), [])
+            reached = sorted(s for s in steps if s is not None)
+            text = " ".join(f"{s / 1000:g}" for s in reached)
+            if len(reached) < len(steps):
+                text += f" +{len(steps) - len(reached)} not"
+            out.append(text.strip())
+        print("| " + " ".join(r) + " | " + " | ".join(out) + " |")
 
 if __name__ == "__main__":
     main()

@@ -161,6 +161,15 @@ a5_tables() {
     echo
     python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.5 0.9 --where task_len=8 \
       --where layers=2
+    for layers in 2 3; do
+      echo
+      echo "## $layers layers, every length: how fast each run reached 90 % val seq_acc (both lr, every seed)"
+      echo
+      echo "Runs the depth search skipped (a shallower depth of their configuration passed) are absent."
+      echo
+      python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.9 --rows pe --cols task_len \
+        --where layers=$layers
+    done
   }
   atomic $d/tables.md tables
   "$PB" plot $d/evals.csv --figure min-depth --split test --metric seq_acc --min-layers 0.9 -o $d/min-depth.svg

@@ -2,8 +2,8 @@
 // thread that allocates and frees while other threads keep the GPU busy does not wait for their
 // work (runtime.cu: stream-ordered allocation; kernels/dev/pack_notes.md says why it matters), the
 // byte counts follow every allocation, and a freed page-locked block is handed out again to a
-// request it fits. Four busy threads launch 256 MiB memsets, 32 between waits, the way training
-// steps keep their streams full, so the GPU is never idle until they stop (after 15 s at most);
+// request it fits. Four busy threads launch 32 memsets of 256 MiB and a reduction between waits,
+// the way training steps keep their streams full, so the GPU is never idle until they stop;
 // the allocating thread must finish its 100 allocations and frees in 5 s. A call that waited for
 // the device to be idle would wait for the busy threads to stop. The second case takes a run's
 // whole life this way, phase by phase, beside threads that replay CUDA graphs as training does.
@@ -21,27 +21,59 @@
 using namespace pb;
 using Clock = std::chrono::steady_clock;
 
-TEST_CASE("cuda memory: allocating and freeing beside busy threads does not wait for their work", "[cuda]") {
-  constexpr size_t kBig = size_t(256) << 20;
-  const auto deadline = Clock::now() + std::chrono::seconds(15);
-  std::atomic<bool> stop{false};
+// Four threads that keep the GPU busy until stopped or `seconds` have passed: each enqueues 32
+// memsets of 256 MiB and a reduction, directly or (graphs) as a captured graph it replays, then
+// waits for them, like a training step; `batches` counts the rounds.
+class BusyThreads {
+ public:
+  BusyThreads(int seconds, bool graphs) : deadline_(Clock::now() + std::chrono::seconds(seconds)) {
+    for (int t = 0; t < 4; ++t) threads_.emplace_back([this, graphs] { work(graphs); });
+    while (batches < 8 && Clock::now() < deadline_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~BusyThreads() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
   std::atomic<int> batches{0};
-  std::vector<std::thread> busy;
-  for (int t = 0; t < 4; ++t)
-    busy.emplace_back([&] {
-      void* big = cuda::device_alloc(kBig);
-      while (!stop && Clock::now() < deadline) {
-        for (int i = 0; i < 32; ++i) cuda::zero_on_device(big, kBig);
-        cuda::synchronize();
-        ++batches;
-      }
-      cuda::device_free(big);
+
+ private:
+  void work(bool graphs) {
+    constexpr size_t kBig = size_t(256) << 20;
+    float* big = static_cast<float*>(cuda::device_alloc(kBig));
+    float* sum = static_cast<float*>(cuda::device_alloc(sizeof(float)));
+    auto round = [&] {
+      for (int i = 0; i < 32; ++i) cuda::zero_on_device(big, kBig);
+      cuda::sum_squares(sum, big, int64_t(kBig / sizeof(float)));
+    };
+    cuda::Graph graph;
+    if (graphs) {
+      graph.begin();
+      round();
+      graph.end();
+    }
+    while (!stop_ && Clock::now() < deadline_) {
+      if (graphs) graph.launch();
+      else round();
       cuda::synchronize();
-    });
-  while (batches < 8 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ++batches;
+    }
+    graph.reset();
+    cuda::device_free(big);
+    cuda::device_free(sum);
+    cuda::synchronize();
+  }
+  const Clock::time_point deadline_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+TEST_CASE("cuda memory: allocating and freeing beside busy threads does not wait for their work", "[cuda]") {
+  BusyThreads busy(15, false);
 
   const auto t0 = Clock::now();
-  const int before = batches;
+  const int before = busy.batches;
   for (int i = 0; i < 100; ++i) {  // sizes as a model's buffers have them: 4 KiB to 16 MiB
     void* p = cuda::device_alloc(size_t(4096) << (i % 13));
     cuda::zero_on_device(p, 4096);
@@ -49,43 +81,18 @@ TEST_CASE("cuda memory: allocating and freeing beside busy threads does not wait
   }
   cuda::synchronize();
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  const int during = batches - before;
-  stop = true;
-  for (auto& t : busy) t.join();
+  const int during = busy.batches - before;
+  busy.stop();
   std::printf("100 allocations and frees beside 4 busy threads: %.3f s (%d of their batches ended meanwhile)\n",
               seconds, during);
   CHECK(seconds < 5.0);
 }
 
 // What a packed run does at its start and end, timed phase by phase on a new thread while four
-// threads replay a captured graph (32 memsets of 256 MiB and a reduction) until they are stopped
-// or 20 s have passed: a phase that waits for an idle device lasts until then and fails.
+// threads replay captured graphs for up to 20 s: a phase that waits for an idle device lasts until
+// they stop and fails.
 TEST_CASE("cuda memory: a run's start and end do not wait for threads replaying graphs", "[cuda]") {
-  constexpr size_t kBig = size_t(256) << 20;
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  std::atomic<bool> stop{false};
-  std::atomic<int> batches{0};
-  std::vector<std::thread> busy;
-  for (int t = 0; t < 4; ++t)
-    busy.emplace_back([&] {
-      float* big = static_cast<float*>(cuda::device_alloc(kBig));
-      float* sum = static_cast<float*>(cuda::device_alloc(sizeof(float)));
-      cuda::Graph graph;
-      graph.begin();
-      for (int i = 0; i < 32; ++i) cuda::zero_on_device(big, kBig);
-      cuda::sum_squares(sum, big, int64_t(kBig / sizeof(float)));
-      graph.end();
-      while (!stop && Clock::now() < deadline) {
-        graph.launch();
-        cuda::synchronize();
-        ++batches;
-      }
-      graph.reset();
-      cuda::device_free(big);
-      cuda::device_free(sum);
-      cuda::synchronize();
-    });
-  while (batches < 8 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BusyThreads busy(20, true);
 
   std::vector<std::pair<const char*, double>> phases;  // (what, seconds), in order
   auto time = [&](const char* what, auto&& f) {
@@ -94,7 +101,7 @@ TEST_CASE("cuda memory: a run's start and end do not wait for threads replaying 
     phases.emplace_back(what, std::chrono::duration<double>(Clock::now() - t0).count());
   };
   Clock::time_point last_op;
-  const int before = batches;
+  const int before = busy.batches;
   std::thread run([&] {
     time("a new thread's stream and cuBLAS handle", [] { cuda::synchronize(); });
     std::vector<void*> held;
@@ -133,9 +140,8 @@ TEST_CASE("cuda memory: a run's start and end do not wait for threads replaying 
   run.join();
   phases.emplace_back("the thread's exit (its stream and cuBLAS handle freed)",
                       std::chrono::duration<double>(Clock::now() - last_op).count());
-  const int during = batches - before;
-  stop = true;
-  for (auto& t : busy) t.join();
+  const int during = busy.batches - before;
+  busy.stop();
   for (const auto& [what, seconds] : phases) {
     std::printf("beside 4 threads replaying graphs: %s: %.3f s\n", what, seconds);
     INFO(what);
