@@ -26,7 +26,9 @@
 #                                               results/SWEEP/records.tgz and collects the CSVs
 # PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench); PACK=K runs K runs at
 # once per GPU instead of --pack auto (sized to memory, at most 32); STACK=N stacks the runs of a
-# shape N at a time (sweep --stack N, docs/sweeps.md). The log is runs/SWEEP.log.
+# shape N at a time (sweep --stack N, docs/sweeps.md); OVERWRITE=1 passes --overwrite, which a
+# sweep file whose grid grew since its runs started needs once. The log is runs/SWEEP.log; a sweep
+# that stops within 5 s with an error makes `start` fail with the error's line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
@@ -46,9 +48,23 @@ case $cmd in
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
     [[ -f results/$s/records.tgz ]] && tar xzf results/"$s"/records.tgz -C .
-    setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} >"$log" 2>&1 </dev/null &
-    echo $! >"$pidfile"
-    echo "started $s (pid $!), log $log"
+    setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} \
+      ${OVERWRITE:+--overwrite} >"$log" 2>&1 </dev/null &
+    pid=$!
+    echo $pid >"$pidfile"
+    for ((i = 0; i < 10; ++i)); do  # a sweep refused at once (a changed grid, a bad file) says so here
+      kill -0 $pid 2>/dev/null || break
+      sleep 0.5
+    done
+    if ! kill -0 $pid 2>/dev/null; then
+      rc=0
+      wait $pid || rc=$?
+      if ((rc != 0)); then
+        echo "lease.sh: $s stopped at once (status $rc): $(grep -m1 'error' "$log" || tail -1 "$log")" >&2
+        exit 1
+      fi
+    fi
+    echo "started $s (pid $pid), log $log"
     ;;
   status)
     tail -5 "$log" || true
