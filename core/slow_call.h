@@ -21,10 +21,10 @@ inline double slow_call_threshold_s() {
   return t;
 }
 
-inline double process_seconds() {  // since the first call in this process
-  using clock = std::chrono::steady_clock;
-  static const clock::time_point t0 = clock::now();
-  return std::chrono::duration<double>(clock::now() - t0).count();
+inline const std::chrono::steady_clock::time_point g_process_start = std::chrono::steady_clock::now();
+
+inline double process_seconds() {  // since the process started (its static initialisation)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_process_start).count();
 }
 
 inline int slow_call_thread_id() {  // small numbers, in the order threads first report a slow call
