@@ -9,11 +9,13 @@ One Markdown row per run (the --rows columns, then seed), one column per thresho
 whose value is >= it, or "not by S" with S the run's last evaluated step. With --cols (one
 threshold), a table of the --rows values against the values of that column: each cell lists the
 first steps of all its runs (every seed and every value of the columns not named), in thousands,
-in increasing order, then "+k not" for the k runs that never reached the threshold. Periodic evaluations
-may read a subset of the split (eval_every_n): the step is that evaluation's. At a run's last step
-the history keeps the final evaluation (the whole split) only; when the run stopped there by its
-stop_at rule on this split and metric, the periodic value that met the rule (in the `stop` column)
-counts as well, so a run stopped at the threshold is not reported as "not by" that step.
+in increasing order, then "+k not" for the k runs that never reached the threshold.
+
+Periodic evaluations may read a subset of the split (eval_every_n): the step is that evaluation's.
+At a run's last step the history keeps the final evaluation (the whole split) only; when the run
+stopped there by its stop_at rule on this split and metric, the periodic value that met the rule
+(in the `stop` column) counts as well, so a run stopped at the threshold is not reported as "not
+by" that step.
 """
 import argparse
 import csv
@@ -50,9 +52,10 @@ def main():
     runs = defaultdict(set)  # run key → {(step, value)}
     for r in rows:
         if r["split"] == a.split and all(r[c] == v for c, v in where):
-            runs[tuple(r[k] for k in keys)].add((int(r["step"]), float(r[a.metric])))
+            points = runs[tuple(r[k] for k in keys)]
+            points.add((int(r["step"]), float(r[a.metric])))
             if m := stop_at.match(r.get("stop", "")):
-                runs[tuple(r[k] for k in keys)].add((int(m.group(2)), float(m.group(1))))
+                points.add((int(m.group(2)), float(m.group(1))))
     first = {key: [next((s for s, v in sorted(p) if v >= t), None) for t in a.at] for key, p in runs.items()}
     if a.cols:
         pivot(first, len(keys) - 2, a)
@@ -93,6 +96,7 @@ def pivot(first, n_row_keys, a):
                 text += f" +{len(steps) - len(reached)} not"
             out.append(text.strip())
         print("| " + " ".join(r) + " | " + " | ".join(out) + " |")
+
 
 if __name__ == "__main__":
     main()

@@ -42,6 +42,12 @@ pack() {
   mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
   tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
 }
+# The records packed, and the CSVs of results/SWEEP (history.csv committed gzipped) from them.
+publish() {
+  pack
+  "$PB" collect runs/"$s" -o results/"$s"
+  scripts/history.sh pack results/"$s"
+}
 
 case $cmd in
   start)
@@ -78,9 +84,7 @@ case $cmd in
       for ((i = 0; i < 60 && $(running && echo 1 || echo 0); ++i)); do sleep 1; done
     fi
     tail -3 "$log"
-    pack
-    "$PB" collect runs/"$s" -o results/"$s"
-    scripts/history.sh pack results/"$s"
+    publish
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
   call)
@@ -93,9 +97,7 @@ case $cmd in
     running || "$0" start "$s" ${4:+"$4"}
     while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
     "$0" status "$s"
-    pack
-    "$PB" collect runs/"$s" -o results/"$s"
-    scripts/history.sh pack results/"$s"
+    publish
     if [[ -n ${OUT:-} ]]; then
       cp results/"$s"/records.tgz "$log" "$OUT"/
       cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/

@@ -10,9 +10,9 @@ run waited for the others (kernels/dev/pack_notes.md).
 A run's steady pace is the seconds per step between its second and last metrics.jsonl lines; its
 start delay is the elapsed time of the first line minus that line's steps at that pace; its end is
 wall_s (result.json) minus the elapsed time of the last line; it holds the final evaluation,
-whose share of eval_s (every evaluation of the run, also printed) the records do not give. Runs with fewer than three logged
-lines are left out. Prints one line per RUNS_DIR: runs, wall, start and end totals and shares, and
-the median start delay; --csv writes one row per run.
+whose share of eval_s (every evaluation of the run, also printed) the records do not give. Runs
+with fewer than three logged lines are left out. Prints one line per RUNS_DIR: runs, wall, start
+and end totals and shares, and the median start delay; --csv writes one row per run.
 """
 import argparse
 import csv

@@ -63,7 +63,8 @@ thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while 
 std::atomic<const char*> g_fence_holder{nullptr};  // the call holding the lock alone, if any
 std::atomic<int> g_capturing{0};                    // threads holding it shared
 
-// Who holds the lock as a wait for it starts, for the slow-call line (core/slow_call.h).
+// Who holds the lock as a wait for it starts, for the slow-call line (core/slow_call.h); made only
+// when the lock was not free.
 struct FenceNote {
   char text[128];
   FenceNote() {
@@ -79,8 +80,8 @@ struct CaptureFence {
   std::unique_lock<std::shared_mutex> lock;
   explicit CaptureFence(const char* what) : lock(g_capture_mutex, std::defer_lock) {
     if (t_capture_lock.owns_lock()) return;
-    const FenceNote note;
-    {
+    if (!lock.try_lock()) {
+      const FenceNote note;
       const SlowCall wait("waiting for the capture fence", note.text);
       lock.lock();
     }
@@ -333,17 +334,20 @@ void release_capture_lock() {
 
 Graph::~Graph() { reset(); }
 void Graph::reset() {
-  const SlowCall timed("cudaGraphExecDestroy");
-  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (exec_) {
+    const SlowCall timed("cudaGraphExecDestroy");
+    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  }
   exec_ = nullptr;
 }
 void Graph::begin() {
   reset();
   stream();  // the thread's context exists before the lock is taken
-  {
+  t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex, std::try_to_lock);
+  if (!t_capture_lock.owns_lock()) {
     const FenceNote note;
     const SlowCall wait("waiting for the capture fence to capture", note.text);
-    t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex);
+    t_capture_lock.lock();
   }
   ++g_capturing;
   const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
