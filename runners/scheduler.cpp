@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
@@ -401,6 +402,10 @@ JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slo
   std::vector<const Job*> finished;  // ended since the last progress line, not yet counted
   std::vector<std::exception_ptr> errors(slot_devices.size());
   StackPool stacks(std::max(stack, 1));  // outlives the threads, whose runs' groups it keeps
+#if PATHBENCH_HAVE_CUDA
+  for (int d : std::set<int>(slot_devices.begin(), slot_devices.end()))
+    if (d >= 0) cuda::set_device(d), cuda::block_in_waits();
+#endif
   std::vector<std::thread> threads;
   for (size_t slot = 0; slot < slot_devices.size(); ++slot)
     threads.emplace_back([&, slot] {

@@ -89,7 +89,9 @@ class TrainStep {
   // Eager while device memory is still moving, then captured once and replayed.
   void launch_graph() {
     const uint64_t now = cuda::allocation_count();
-    if (graph_.ready() && now == captured_at_) {
+    if (!cuda::graphs_enabled()) {
+      body();
+    } else if (graph_.ready() && now == captured_at_) {
       graph_.launch();
     } else if (now == eager_at_) {
       graph_.begin();

@@ -6,17 +6,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <shared_mutex>
 #include <thread>
+#include <vector>
 #include <fmt/ranges.h>
 
 #include "cli.h"
 #include "core/io.h"
 #include "core/slow_call.h"
+#include "core/writer_first_mutex.h"
 #include "runners/trainer.h"
 
 namespace fs = std::filesystem;
@@ -375,4 +380,50 @@ TEST_CASE("a slow runtime call is reported with its run and note, a fast one is 
   CHECK_THAT(text, Contains(", run abc123 (at "));
   CHECK_THAT(text, Contains("; held alone for cudaMallocHost)"));
   CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+}
+
+// Four threads take the mutex shared for 2 ms at a time, back to back, so some thread always holds
+// it; a fifth takes it alone. How long the fifth waits, and whether readers shared it and never
+// held it beside the writer.
+template <class M>
+double writer_wait_s(bool& shared_at_once, bool& beside_writer) {
+  M m;
+  std::atomic<int> readers{0}, most{0};
+  std::atomic<bool> writing{false}, stop{false}, clash{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!stop && std::chrono::steady_clock::now() < end) {
+        const std::shared_lock<M> l(m);
+        most = std::max(most.load(), ++readers);
+        if (writing) clash = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        --readers;
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto t0 = std::chrono::steady_clock::now();
+  double waited;
+  {
+    const std::unique_lock<M> l(m);
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    writing = true;
+    if (readers > 0) clash = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    writing = false;
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  shared_at_once = most >= 2, beside_writer = clash;
+  return waited;
+}
+
+TEST_CASE("the capture fence's mutex lets a thread that wants it alone in while others keep it shared", "[pack]") {
+  bool shared = false, clash = true;
+  const double waited = writer_wait_s<pb::WriterFirstMutex>(shared, clash);
+  INFO("waited " << waited << " s");
+  CHECK(waited < 0.5);  // a reader-first mutex waits for the readers to stop, 3 s
+  CHECK(shared);
+  CHECK_FALSE(clash);
 }

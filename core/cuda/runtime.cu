@@ -2,18 +2,22 @@
 // memory, copies, graphs and timers. Device discovery (device.h) is here too.
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "core/cuda/check.cuh"
 #include "core/cuda/runtime.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/slow_call.h"
+#include "core/writer_first_mutex.h"
 
 namespace pb {
 
@@ -57,9 +61,11 @@ namespace {
 // another thread ("operation failed due to a previous error during capture"), in the thread-local
 // capture mode used here too (seen on the H200). So captures hold this lock shared from
 // Graph::begin to Graph::end, and those calls take it alone (CaptureFence): they wait for the
-// captures in flight, which take milliseconds and happen once per run and evaluation batch.
-std::shared_mutex g_capture_mutex;
-thread_local std::shared_lock<std::shared_mutex> t_capture_lock;  // held while this thread captures
+// captures in flight, which happen once per run and evaluation batch. Writer first: with many runs
+// capturing in turn, a reader-first lock kept allocations waiting for seconds (pack_notes.md).
+WriterFirstMutex g_capture_mutex;
+thread_local std::shared_lock<WriterFirstMutex> t_capture_lock;  // held while this thread captures
+thread_local std::optional<SlowCall> t_capture_timer;             // from Graph::begin to its end
 std::atomic<const char*> g_fence_holder{nullptr};  // the call holding the lock alone, if any
 std::atomic<int> g_capturing{0};                    // threads holding it shared
 
@@ -77,7 +83,7 @@ struct FenceNote {
 // The lock held alone for one call (`what`), unless this thread is itself capturing (then the
 // call fails on its own, as it would in a single-threaded program, instead of deadlocking).
 struct CaptureFence {
-  std::unique_lock<std::shared_mutex> lock;
+  std::unique_lock<WriterFirstMutex> lock;
   explicit CaptureFence(const char* what) : lock(g_capture_mutex, std::defer_lock) {
     if (t_capture_lock.owns_lock()) return;
     if (!lock.try_lock()) {
@@ -122,9 +128,7 @@ void untrack(void* p) {
 // Memory is used on the stream of the thread that allocated it, or is idle when another thread
 // frees it (a stacked group's model after its last step), so a stream-ordered free is safe. The
 // pool keeps what is freed (release threshold: all of it) for the next run to reuse.
-cudaStream_t make_stream() {
-  int device = 0;
-  PB_CUDA_CHECK(cudaGetDevice(&device));
+cudaStream_t make_stream(int device) {
   cudaMemPool_t pool = nullptr;
   PB_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   uint64_t keep = UINT64_MAX;
@@ -134,39 +138,67 @@ cudaStream_t make_stream() {
   return s;
 }
 
-struct ThreadContext {
+// A thread's stream, cuBLAS handle with its fixed workspace, and scratch arenas, on one device.
+// Never destroyed: a thread that ends gives its context to the next thread that needs one on that
+// device, because cublasDestroy synchronises the device (cuBLAS documentation), which beside
+// packed runs waits for all their queued work, and a packed sweep's slot threads end while others
+// still train. The process's exit frees them.
+struct Context {
+  int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   void* workspace = nullptr;
   void* scratch[kScratchArenas] = {};
   size_t scratch_bytes[kScratchArenas] = {};
+};
+
+struct ContextPool {
+  std::mutex mutex;
+  std::vector<Context*> idle;  // given back by threads that ended
+};
+ContextPool& context_pool() {
+  static ContextPool* p = new ContextPool;  // never destroyed: threads give contexts back at exit
+  return *p;
+}
+
+Context* new_context(int device) {
+  const CaptureFence fence("creating a thread's stream and cuBLAS handle");
+  const SlowCall timed("creating a thread's stream and cuBLAS handle");
+  auto* c = new Context;
+  c->device = device;
+  c->stream = make_stream(device);
+  PB_CUBLAS_CHECK(cublasCreate(&c->blas));
+  PB_CUBLAS_CHECK(cublasSetStream(c->blas, c->stream));
+  PB_CUBLAS_CHECK(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
+  PB_CUDA_CHECK(cudaMallocAsync(&c->workspace, kBlasWorkspace, c->stream));
+  PB_CUBLAS_CHECK(cublasSetWorkspace(c->blas, c->workspace, kBlasWorkspace));
+  return c;
+}
+
+struct ThreadContext {  // the calling thread's context, back to the pool when the thread ends
+  Context* c = nullptr;
   ~ThreadContext() {
-    const CaptureFence fence("freeing a thread's stream and cuBLAS handle");
-    const SlowCall timed("freeing a thread's stream and cuBLAS handle");
-    if (blas) cublasDestroy(blas);
-    if (workspace) cudaFreeAsync(workspace, stream);
-    for (void* p : scratch) {
-      if (!p) continue;
-      untrack(p);
-      cudaFreeAsync(p, stream);
-    }
-    if (stream) cudaStreamDestroy(stream);  // returns at once; the work on it still completes
+    if (!c) return;
+    ContextPool& p = context_pool();
+    const std::lock_guard<std::mutex> lock(p.mutex);
+    p.idle.push_back(c);
   }
 };
 
-ThreadContext& context() {
-  thread_local ThreadContext ctx;
-  if (!ctx.stream) {
-    const CaptureFence fence("creating a thread's stream and cuBLAS handle");
-    const SlowCall timed("creating a thread's stream and cuBLAS handle");
-    ctx.stream = make_stream();
-    PB_CUBLAS_CHECK(cublasCreate(&ctx.blas));
-    PB_CUBLAS_CHECK(cublasSetStream(ctx.blas, ctx.stream));
-    PB_CUBLAS_CHECK(cublasSetMathMode(ctx.blas, CUBLAS_DEFAULT_MATH));  // fp32 GEMMs stay fp32 (no TF32)
-    PB_CUDA_CHECK(cudaMallocAsync(&ctx.workspace, kBlasWorkspace, ctx.stream));
-    PB_CUBLAS_CHECK(cublasSetWorkspace(ctx.blas, ctx.workspace, kBlasWorkspace));
+Context& context() {
+  thread_local ThreadContext t;
+  if (t.c) return *t.c;
+  int device = 0;
+  PB_CUDA_CHECK(cudaGetDevice(&device));
+  {
+    ContextPool& p = context_pool();
+    const std::lock_guard<std::mutex> lock(p.mutex);
+    for (size_t i = 0; i < p.idle.size() && !t.c; ++i)
+      if (p.idle[i]->device == device) t.c = p.idle[i], p.idle.erase(p.idle.begin() + i);
   }
-  return ctx;
+  if (t.c) PB_CUBLAS_CHECK(cublasSetMathMode(t.c->blas, CUBLAS_DEFAULT_MATH));  // a new thread's precision: fp32
+  else t.c = new_context(device);
+  return *t.c;
 }
 
 // Page-locked host blocks are never given back (cudaFreeHost synchronises the device, and
@@ -187,6 +219,13 @@ cudaStream_t stream() { return context().stream; }
 cublasHandle_t blas() { return context().blas; }
 
 void set_device(int device) { PB_CUDA_CHECK(cudaSetDevice(device)); }
+void block_in_waits() {
+  if (const char* spin = std::getenv("PB_CUDA_SPIN"); spin && *spin && std::string(spin) != "0") return;
+  if (const cudaError_t err = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync); err != cudaSuccess) {
+    cudaGetLastError();
+    std::fprintf(stderr, "pathbench: waits for the GPU keep spinning (cudaSetDeviceFlags: %s)\n", cudaGetErrorString(err));
+  }
+}
 void synchronize() {
   const cudaStream_t s = stream();
   const SlowCall timed("cudaStreamSynchronize");
@@ -250,7 +289,7 @@ void reset_peak_allocated() {
 }
 
 void* scratch(size_t bytes, int arena) {
-  ThreadContext& ctx = context();
+  Context& ctx = context();
   if (bytes > ctx.scratch_bytes[arena]) {  // the old region is freed in stream order, after its last use
     device_free(ctx.scratch[arena]);
     ctx.scratch[arena] = device_alloc(bytes);
@@ -329,8 +368,17 @@ void release_capture_lock() {
   if (!t_capture_lock.owns_lock()) return;
   --g_capturing;
   t_capture_lock.unlock();
+  t_capture_timer.reset();  // its line, if the capture was slow
 }
 }  // namespace
+
+bool graphs_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PB_CUDA_GRAPHS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
 
 Graph::~Graph() { reset(); }
 void Graph::reset() {
@@ -343,13 +391,14 @@ void Graph::reset() {
 void Graph::begin() {
   reset();
   stream();  // the thread's context exists before the lock is taken
-  t_capture_lock = std::shared_lock<std::shared_mutex>(g_capture_mutex, std::try_to_lock);
+  t_capture_lock = std::shared_lock<WriterFirstMutex>(g_capture_mutex, std::try_to_lock);
   if (!t_capture_lock.owns_lock()) {
     const FenceNote note;
     const SlowCall wait("waiting for the capture fence to capture", note.text);
     t_capture_lock.lock();
   }
   ++g_capturing;
+  t_capture_timer.emplace("capturing a graph (the capture fence held shared)");
   const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
   if (err != cudaSuccess) release_capture_lock();
   PB_CUDA_CHECK(err);

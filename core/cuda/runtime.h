@@ -10,6 +10,11 @@
 namespace pb::cuda {
 
 void set_device(int device);  // before any other call of this thread
+// Threads of this process that wait for the current device sleep instead of spinning
+// (cudaDeviceScheduleBlockingSync): for many runs packed on one GPU, whose spinning waits take the
+// CPU cores the other runs launch and capture from (kernels/dev/pack_notes.md). PB_CUDA_SPIN=1
+// keeps spinning, the CUDA default, to compare.
+void block_in_waits();
 void synchronize();           // waits for the calling thread's stream
 
 // Stream-ordered on the calling thread's stream (the device's memory pool, runtime.cu): memory is
@@ -77,6 +82,11 @@ void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes);
 // the work before it and before the work after it (cudaLaunchHostFunc), and a graph captures it.
 // fn must not call CUDA; data must stay valid while a graph that captured it can replay.
 void launch_host(void (*fn)(void*), void* data);
+
+// Whether training steps are captured and replayed as graphs (the default) or launched op by op:
+// PB_CUDA_GRAPHS=0 launches them, to measure what capturing costs runs packed on one GPU
+// (kernels/dev/pack_notes.md).
+bool graphs_enabled();
 
 // The work enqueued on this thread's stream between begin() and end(), replayed by launch().
 class Graph {
