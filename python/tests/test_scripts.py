@@ -1,6 +1,7 @@
 """scripts/first_step.py on a hand-made history.csv: the first step each run reached a value,
 including a run stopped by its stop_at rule at its last step, whose periodic value that met the
-rule is only in the `stop` column (the history keeps the final evaluation at that step)."""
+rule is only in the `stop` column (the history keeps the final evaluation at that step). And
+scripts/slow_calls.py on a hand-made log in core/slow_call.h's format."""
 import csv
 import os
 import subprocess
@@ -62,6 +63,38 @@ class FirstStep(unittest.TestCase):
         out = self.run_script("--split", "val", "--metric", "loss", "--at", "1")
         self.assertEqual(out.returncode, 2)
         self.assertIn("no column 'loss'", out.stderr)
+
+
+SLOW_LOG = """sweep x: 3/24 done
+pathbench: slow call: waiting for the capture fence took 2.500 s on thread 3, run ab12 (at 5.5 s after the process started; held alone for nothing, 2 threads capturing)
+pathbench: slow call: waiting for the capture fence took 1.500 s on thread 4, run cd34 (at 6.0 s after the process started; held alone for cudaMallocAsync, 0 threads capturing)
+pathbench: slow call: cudaGraphInstantiate took 4.000 s on thread 5 (at 7.0 s after the process started)
+pathbench: slow call: waiting for the capture fence took 0.700 s on thread 6, run ef56 (at 8.0 s after the process started; held alone for nothing, 1 threads capturing)
+"""
+
+
+class SlowCalls(unittest.TestCase):
+    def run_script(self, text):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "sweep.log")
+            with open(path, "w") as f:
+                f.write(text)
+            script = os.path.join(REPO, "scripts", "slow_calls.py")
+            return subprocess.run([sys.executable, script, path], capture_output=True, text=True)
+
+    def test_counts_seconds_and_holders(self):
+        out = self.run_script(SLOW_LOG)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        self.assertEqual(rows[1:3], ["| waiting for the capture fence | 3 | 4.7 | 2.50 |",
+                                     "| cudaGraphInstantiate | 1 | 4.0 | 4.00 |"])
+        self.assertIn("| nothing; captures in flight | 2 |", rows)
+        self.assertIn("| cudaMallocAsync; no capture | 1 |", rows)
+
+    def test_a_log_without_slow_calls(self):
+        out = self.run_script("sweep x: 24 of 24 runs done, 0 failed\n")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("no slow calls", out.stdout)
 
 
 if __name__ == "__main__":
