@@ -1,5 +1,5 @@
-// The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread, device
-// memory, copies, graphs and timers. Device discovery (device.h) is here too.
+// The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread (kept for
+// the next thread when it ends), device memory, copies, graphs and timers. Device discovery (device.h) is here too.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -61,8 +61,9 @@ namespace {
 // another thread ("operation failed due to a previous error during capture"), in the thread-local
 // capture mode used here too (seen on the H200). So captures hold this lock shared from
 // Graph::begin to Graph::end, and those calls take it alone (CaptureFence): they wait for the
-// captures in flight, which happen once per run and evaluation batch. Writer first: with many runs
-// capturing in turn, a reader-first lock kept allocations waiting for seconds (pack_notes.md).
+// captures in flight, which happen once per run (again only if its memory moved). Writer first:
+// with many runs capturing in turn, a reader-first lock kept allocations waiting for seconds
+// (kernels/dev/pack_notes.md).
 WriterFirstMutex g_capture_mutex;
 thread_local std::shared_lock<WriterFirstMutex> t_capture_lock;  // held while this thread captures
 thread_local std::optional<SlowCall> t_capture_timer;             // from Graph::begin to its end
