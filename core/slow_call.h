@@ -34,7 +34,8 @@ inline int slow_call_thread_id() {  // small numbers, in the order threads first
 }
 
 // The run the calling thread trains, named in its lines (a packed sweep's slot thread sets it).
-// A plain array: the runtime's thread contexts report from their destructors at thread exit.
+// A plain array, alive for thread-local objects that report as their thread exits (a capture's
+// timer, runtime.cu).
 inline thread_local char t_slow_call_run[40] = {};
 inline void set_slow_call_run(const std::string& run) {
   std::snprintf(t_slow_call_run, sizeof(t_slow_call_run), "%s", run.c_str());

@@ -1,5 +1,6 @@
 // The CUDA runtime behind runtime.h: one stream and one cuBLAS handle per host thread (kept for
-// the next thread when it ends), device memory, copies, graphs and timers. Device discovery (device.h) is here too.
+// the next thread when it ends), device memory, copies, graphs and timers. Device discovery
+// (device.h) is here too.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -81,23 +82,34 @@ struct FenceNote {
   }
 };
 
+// Takes `lock` (alone or shared, by its type), timed with who held it when it was not free.
+template <class Lock>
+void lock_noting_holder(Lock& lock, const char* what) {
+  if (lock.try_lock()) return;
+  const FenceNote note;
+  const SlowCall wait(what, note.text);
+  lock.lock();
+}
+
 // The lock held alone for one call (`what`), unless this thread is itself capturing (then the
 // call fails on its own, as it would in a single-threaded program, instead of deadlocking).
 struct CaptureFence {
   std::unique_lock<WriterFirstMutex> lock;
   explicit CaptureFence(const char* what) : lock(g_capture_mutex, std::defer_lock) {
     if (t_capture_lock.owns_lock()) return;
-    if (!lock.try_lock()) {
-      const FenceNote note;
-      const SlowCall wait("waiting for the capture fence", note.text);
-      lock.lock();
-    }
+    lock_noting_holder(lock, "waiting for the capture fence");
     g_fence_holder.store(what);
   }
   ~CaptureFence() {
     if (lock.owns_lock()) g_fence_holder.store(nullptr);
   }
 };
+
+// An on/off switch from the environment: unset or empty gives `fallback`, "0" off, anything else on.
+bool env_switch(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) != "0" : fallback;
+}
 
 constexpr size_t kBlasWorkspace = size_t(32) << 20;  // fixed, so cuBLAS never allocates in a graph
 
@@ -221,7 +233,7 @@ cublasHandle_t blas() { return context().blas; }
 
 void set_device(int device) { PB_CUDA_CHECK(cudaSetDevice(device)); }
 void block_in_waits() {
-  if (const char* spin = std::getenv("PB_CUDA_SPIN"); spin && *spin && std::string(spin) != "0") return;
+  if (env_switch("PB_CUDA_SPIN", false)) return;
   if (const cudaError_t err = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync); err != cudaSuccess) {
     cudaGetLastError();
     std::fprintf(stderr, "pathbench: waits for the GPU keep spinning (cudaSetDeviceFlags: %s)\n", cudaGetErrorString(err));
@@ -374,10 +386,7 @@ void release_capture_lock() {
 }  // namespace
 
 bool graphs_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PB_CUDA_GRAPHS");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_switch("PB_CUDA_GRAPHS", true);
   return on;
 }
 
@@ -392,12 +401,8 @@ void Graph::reset() {
 void Graph::begin() {
   reset();
   stream();  // the thread's context exists before the lock is taken
-  t_capture_lock = std::shared_lock<WriterFirstMutex>(g_capture_mutex, std::try_to_lock);
-  if (!t_capture_lock.owns_lock()) {
-    const FenceNote note;
-    const SlowCall wait("waiting for the capture fence to capture", note.text);
-    t_capture_lock.lock();
-  }
+  t_capture_lock = std::shared_lock<WriterFirstMutex>(g_capture_mutex, std::defer_lock);
+  lock_noting_holder(t_capture_lock, "waiting for the capture fence to capture");
   ++g_capturing;
   t_capture_timer.emplace("capturing a graph (the capture fence held shared)");
   const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
