@@ -208,6 +208,7 @@ void run_sweep(const SweepOptions& o) {
   Sweep sweep = parse_sweep(text, o.file, train_option_kinds());
   const std::string sweep_dir = (fs::path(o.out) / sweep.name).string();
   const bool packed = !o.pack.empty();
+  if (packed) prepare_packed_process();  // before the first CUDA call (cuda_device_count)
   const std::vector<std::string> slots = packed ? std::vector<std::string>{} : process_slots(o);
   const bool on_gpus = packed ? cuda_built() && cuda_device_count() > 0 : !slots.front().empty();
   std::optional<StopRule> depth_rule;

@@ -386,6 +386,11 @@ std::vector<Job> by_shape(const std::vector<Job>& jobs) {
 
 }  // namespace
 
+void prepare_packed_process() {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("PB_CUDA_GRAPHS", "0", 0);
+}
+
 JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
                        const SweepProgress& before, const SkipRule& skip, int stack) {
   sigset_t waited;

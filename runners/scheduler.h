@@ -68,6 +68,13 @@ JobsOutcome run_jobs(const std::vector<Job>& jobs, const std::vector<std::string
 JobsOutcome run_packed(const std::vector<Job>& jobs, const std::vector<int>& slot_devices,
                        const SweepProgress& before, const SkipRule& skip = {}, int stack = 0);
 
+// Sets up this process for run_packed; call it before the process's first CUDA call. Kernels load
+// when the process starts (CUDA_MODULE_LOADING=EAGER): a kernel loaded at its first launch may
+// wait for the device to be idle, which runs packed beside it never let happen. Training steps
+// launch op by op (PB_CUDA_GRAPHS=0), measured faster packed than captured graphs. Either is
+// left as the environment sets it. Measurements: kernels/dev/pack_notes.md.
+void prepare_packed_process();
+
 // "done" (status ok or diverged), "failed" or "pending" (no result.json) of a run directory.
 std::string run_state(const std::string& dir);
 

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "core/safetensors.h"
+#include "core/slow_call.h"
 #include "git_commit.h"
 #include "runners/convert.h"
 #include "runners/data_parallel.h"
@@ -274,16 +275,22 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       const double lr = learning_rate(cfg, step);
       const AdamWArgs args{lr, 0.9, 0.95, 1e-8, cfg.weight_decay, step, cfg.grad_clip};
       const bool log = shard.lead() && progress->logs(step);
+      // The first step launches the run's kernels for the first time: a launch that waits for an
+      // idle device beside packed runs prints a slow-call line here (kernels/dev/pack_notes.md).
+      std::optional<SlowCall> first;
+      if (step == done + 1 && cfg.device == "cuda") first.emplace("launching a run's first step");
       if (group) {
         group->submit(slot, batch.input.data(), batch.target.data(), args, log);
       } else {
         model.set_batch(batch.input.data(), batch.target.data(), B, T);
         train_step.launch(args);
       }
+      if (first) first.emplace("waiting for a run's first step");
       if (log) std::swap(logged, batch);
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
       std::tie(loss, grad_norm) = group ? group->wait(slot, log ? &pred : nullptr) : train_step.wait();
+      first.reset();
       if (log) train_acc = scored_accuracy(group ? pred.data() : model.predictions(), logged);
       last = step;
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {  // the same global values on every rank

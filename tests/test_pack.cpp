@@ -22,6 +22,7 @@
 #include "core/io.h"
 #include "core/slow_call.h"
 #include "core/writer_first_mutex.h"
+#include "runners/scheduler.h"
 #include "runners/trainer.h"
 
 namespace fs = std::filesystem;
@@ -426,4 +427,19 @@ TEST_CASE("the capture fence's mutex lets a thread that wants it alone in while 
   CHECK(waited < 0.5);  // a reader-first mutex waits for the readers to stop, 3 s
   CHECK(shared);
   CHECK_FALSE(clash);
+}
+
+TEST_CASE("sweep --pack sets up its process: kernels loaded at start, steps op by op, unless the environment says", "[pack]") {
+  unsetenv("CUDA_MODULE_LOADING");
+  unsetenv("PB_CUDA_GRAPHS");
+  pb::prepare_packed_process();
+  CHECK(std::string(std::getenv("CUDA_MODULE_LOADING")) == "EAGER");
+  CHECK(std::string(std::getenv("PB_CUDA_GRAPHS")) == "0");
+  setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+  setenv("PB_CUDA_GRAPHS", "1", 1);
+  pb::prepare_packed_process();
+  CHECK(std::string(std::getenv("CUDA_MODULE_LOADING")) == "LAZY");
+  CHECK(std::string(std::getenv("PB_CUDA_GRAPHS")) == "1");
+  unsetenv("CUDA_MODULE_LOADING");
+  unsetenv("PB_CUDA_GRAPHS");
 }
