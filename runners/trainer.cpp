@@ -277,8 +277,9 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       const bool log = shard.lead() && progress->logs(step);
       // The first step launches the run's kernels for the first time: a launch that waits for an
       // idle device beside packed runs prints a slow-call line here (kernels/dev/pack_notes.md).
+      // Not for a stacked run, whose first step waits for its group by design.
       std::optional<SlowCall> first;
-      if (step == done + 1 && cfg.device == "cuda") first.emplace("launching a run's first step");
+      if (step == done + 1 && cfg.device == "cuda" && !group) first.emplace("launching a run's first step");
       if (group) {
         group->submit(slot, batch.input.data(), batch.target.data(), args, log);
       } else {
