@@ -278,18 +278,20 @@ bool train(const TrainConfig& cfg, const Task& task, const DatasetReader* data, 
       // The first step launches the run's kernels for the first time: a launch that waits for an
       // idle device beside packed runs prints a slow-call line here (kernels/dev/pack_notes.md).
       // Not for a stacked run, whose first step waits for its group by design.
+      const bool timed = step == done + 1 && cfg.device == "cuda" && !group;
       std::optional<SlowCall> first;
-      if (step == done + 1 && cfg.device == "cuda" && !group) first.emplace("launching a run's first step");
+      if (timed) first.emplace("launching a run's first step");
       if (group) {
         group->submit(slot, batch.input.data(), batch.target.data(), args, log);
       } else {
         model.set_batch(batch.input.data(), batch.target.data(), B, T);
         train_step.launch(args);
       }
-      if (first) first.emplace("waiting for a run's first step");
+      first.reset();
       if (log) std::swap(logged, batch);
       if (step < cfg.steps) fill(step + 1);  // on the host, while the step runs on the GPU
       double grad_norm;
+      if (timed) first.emplace("waiting for a run's first step");
       std::tie(loss, grad_norm) = group ? group->wait(slot, log ? &pred : nullptr) : train_step.wait();
       first.reset();
       if (log) train_acc = scored_accuracy(group ? pred.data() : model.predictions(), logged);

@@ -83,9 +83,9 @@ void copy_to_host_async(void* dst_pinned, const void* src, size_t bytes);
 // fn must not call CUDA; data must stay valid while a graph that captured it can replay.
 void launch_host(void (*fn)(void*), void* data);
 
-// Whether training steps are captured and replayed as graphs (the default) or launched op by op:
-// PB_CUDA_GRAPHS=0 launches them, to measure what capturing costs runs packed on one GPU
-// (kernels/dev/pack_notes.md).
+// Whether training steps are captured and replayed as graphs (the default) or launched op by op
+// (PB_CUDA_GRAPHS=0, which a packed sweep sets unless the environment does: runners/scheduler.h,
+// prepare_packed_process; kernels/dev/pack_notes.md).
 bool graphs_enabled();
 
 // The work enqueued on this thread's stream between begin() and end(), replayed by launch().
