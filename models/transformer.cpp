@@ -11,6 +11,7 @@ Transformer<E>::Transformer(const ModelConfig& cfg, const std::vector<uint64_t>&
   if (cfg.layers < 0) fail("model: layers must be >= 0, got {}", cfg.layers);
   if (H < 1 || C < 1 || C % H) fail("model: d_model ({}) must be a positive multiple of heads ({})", C, H);
   if (F < 1) fail("model: MLP width must be >= 1, got {}", F);
+  if (cfg.target_every < 1) fail("model: target_every must be >= 1, got {}", cfg.target_every);
   D_ = C / H;
   const int HD = H * D_;
   embed_ = params.add("", {"embed", {V, C}});
@@ -47,7 +48,9 @@ template <class E>
 void Transformer<E>::resize(int B, int T) {
   if (B == B_ && T == T_) return;
   B_ = B, T_ = T;
-  const size_t N = size_t(B) * T, C = cfg_.d_model, HD = size_t(cfg_.heads) * D_, F = cfg_.ffn;
+  const int k = cfg_.target_every, P = (T + k - 1) / k;  // head positions per sequence: 0, k, 2k, …
+  M_ = int64_t(B) * P;
+  const size_t N = size_t(B) * T, M = M_, C = cfg_.d_model, HD = size_t(cfg_.heads) * D_, F = cfg_.ffn;
   for (auto& l : layers_) {
     for (auto* b : {&l.x, &l.h1, &l.x_mid, &l.h2}) b->resize(N * C);
     for (auto* b : {&l.q, &l.k, &l.v, &l.att}) b->resize(N * HD);
@@ -58,19 +61,27 @@ void Transformer<E>::resize(int B, int T) {
     l.rstd1.resize(N);
     l.rstd2.resize(N);
   }
-  for (auto* b : {&x_final_, &hf_, &dx_, &dh_}) b->resize(N * C);
+  for (auto* b : {&x_final_, &dx_, &dh_}) b->resize(N * C);
+  hf_.resize(M * C);
+  if (k > 1) {
+    for (auto* b : {&x_head_, &dx_head_}) b->resize(M * C);
+    std::vector<int32_t> rows(M);  // head row m = b·P + p is row b·T + p·k of the batch
+    for (size_t m = 0; m < M; ++m) rows[m] = int32_t(m / P * T + m % P * k);
+    rows_.resize(M);
+    E::upload(rows_.data(), rows.data(), M);
+  }
   for (auto* b : {&dbuf_, &dq_, &dk_, &dv_}) b->resize(N * HD);
   if (cfg_.kv_conv)
     for (auto* b : {&dk_in_, &dv_in_}) b->resize(N * HD);
   dab_.resize(N * 2 * F);
   dhh_.resize(N * F);
-  rstd_f_.resize(N);
-  logits_.resize(N * cfg_.vocab);
-  dlogits_.resize(N * cfg_.vocab);
-  loss_rows_.resize(N);
-  argmax_.resize(N);
+  rstd_f_.resize(M);
+  logits_.resize(M * cfg_.vocab);
+  dlogits_.resize(M * cfg_.vocab);
+  loss_rows_.resize(M);
+  argmax_.resize(M);
   tokens_.resize(N);
-  targets_.resize(N);
+  targets_.resize(M);
 }
 
 template <class E>
@@ -85,7 +96,17 @@ void Transformer<E>::set_batch(const int32_t* tokens, const int32_t* targets, in
   if (B % stack_.count) fail("model: a batch of {} sequences does not split over {} stacked runs", B, stack_.count);
   resize(B, T);
   E::upload(tokens_.data(), tokens, size_t(B) * T);
-  E::upload(targets_.data(), targets, size_t(B) * T);
+  const int k = cfg_.target_every;
+  if (k == 1) return E::upload(targets_.data(), targets, size_t(B) * T);
+  host_targets_.resize(M_);
+  for (int64_t n = 0, m = 0; n < int64_t(B) * T; ++n) {
+    if (n % T % k == 0)
+      host_targets_[m++] = targets[n];
+    else if (targets[n] >= 0)
+      fail("model: a target at position {} of a sequence, but the head runs only at multiples of target_every={}",
+           n % T, k);
+  }
+  E::upload(targets_.data(), host_targets_.data(), M_);
 }
 
 template <class E>
@@ -97,26 +118,29 @@ double Transformer<E>::forward(const int32_t* tokens, const int32_t* targets, in
   return double(loss);
 }
 
+// The head rows' values (M) on the host, spread over the batch's B·T positions (`skipped` between).
+template <class E>
+template <class X>
+const X* Transformer<E>::per_position(std::vector<X>& host, const Buf<X>& rows, X skipped) const {
+  const int k = cfg_.target_every;
+  if constexpr (!E::on_device)
+    if (k == 1) return rows.data();
+  std::vector<X> head(M_);
+  E::download(head.data(), rows.data(), M_);
+  if (k == 1) return (host = std::move(head)).data();
+  host.assign(size_t(B_) * T_, skipped);
+  for (int64_t m = 0, P = M_ / B_; m < M_; ++m) host[m / P * T_ + m % P * k] = head[m];
+  return host.data();
+}
+
 template <class E>
 const int32_t* Transformer<E>::predictions() {
-  if constexpr (!E::on_device) {
-    return argmax_.data();
-  } else {
-    host_argmax_.resize(argmax_.size());
-    E::download(host_argmax_.data(), argmax_.data(), argmax_.size());
-    return host_argmax_.data();
-  }
+  return per_position(host_argmax_, argmax_, int32_t(-1));
 }
 
 template <class E>
 const typename E::Scalar* Transformer<E>::row_losses() {
-  if constexpr (!E::on_device) {
-    return loss_rows_.data();
-  } else {
-    host_loss_rows_.resize(loss_rows_.size());
-    E::download(host_loss_rows_.data(), loss_rows_.data(), loss_rows_.size());
-    return host_loss_rows_.data();
-  }
+  return per_position(host_loss_rows_, loss_rows_, S(0));
 }
 
 template <class E>
@@ -147,10 +171,14 @@ void Transformer<E>::run_forward() {
     E::copy(out, l.x_mid.data(), l.x_mid.size());
     E::matmul_forward(out, l.hh.data(), P + l.w_down, N, F, C, GradMode::Accumulate, stack_);  // out = x_mid + hh W_down
   }
-  E::rmsnorm_forward(hf_.data(), rstd_f_.data(), x_final_.data(), P + final_norm_, N, C, kNormEps, stack_);
-  E::matmul_forward(logits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite, stack_);  // logits = hf W_head
-  E::cross_entropy_forward(loss_rows_.data(), argmax_.data(), logits_.data(), targets_.data(), N, V);
-  E::loss_mean(loss_.data(), scale_.data(), loss_rows_.data(), targets_.data(), N, stack_);  // mean over targets
+  const int M = int(M_);
+  const S* x_head = x_final_.data();
+  if (cfg_.target_every > 1)  // x_head = x_final[rows]: the head's rows, gathered as an embedding lookup
+    E::embedding_forward(x_head_.data(), rows_.data(), x_final_.data(), M, C), x_head = x_head_.data();
+  E::rmsnorm_forward(hf_.data(), rstd_f_.data(), x_head, P + final_norm_, M, C, kNormEps, stack_);
+  E::matmul_forward(logits_.data(), hf_.data(), P + head_, M, C, V, GradMode::Overwrite, stack_);  // logits = hf W_head
+  E::cross_entropy_forward(loss_rows_.data(), argmax_.data(), logits_.data(), targets_.data(), M, V);
+  E::loss_mean(loss_.data(), scale_.data(), loss_rows_.data(), targets_.data(), M, stack_);  // mean over targets
 }
 
 template <class E>
@@ -158,10 +186,17 @@ void Transformer<E>::backward() {
   const int B = B_, T = T_, N = B * T, C = cfg_.d_model, HD = cfg_.heads * D_, F = cfg_.ffn, V = cfg_.vocab;
   const S* P = params.params.data();
   S* G = params.grads.data();
-  E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), N, V, scale_.data(), stack_);
-  E::matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, N, C, V, GradMode::Overwrite, stack_);
-  E::rmsnorm_backward(dx_.data(), G + final_norm_, dh_.data(), x_final_.data(), rstd_f_.data(),
-                   P + final_norm_, N, C, GradMode::Overwrite, stack_);  // dx = ∂L/∂x_final
+  const int M = int(M_);
+  const bool gather = cfg_.target_every > 1;
+  E::cross_entropy_backward(dlogits_.data(), logits_.data(), targets_.data(), M, V, scale_.data(), stack_);
+  E::matmul_backward(dh_.data(), G + head_, dlogits_.data(), hf_.data(), P + head_, M, C, V, GradMode::Overwrite, stack_);
+  E::rmsnorm_backward(gather ? dx_head_.data() : dx_.data(), G + final_norm_, dh_.data(),
+                      gather ? x_head_.data() : x_final_.data(), rstd_f_.data(), P + final_norm_, M, C,
+                      GradMode::Overwrite, stack_);  // dx = ∂L/∂x_final (its head rows when gathered)
+  if (gather) {  // dx = 0 but dx[rows] = dx_head: the lookup's backward (rows are distinct)
+    E::zero(dx_.data(), dx_.size());
+    E::embedding_backward(dx_.data(), dx_head_.data(), rows_.data(), M, C);
+  }
   std::vector<const S*> pe_params;
   std::vector<S*> pe_grads;
   for (size_t i = layers_.size(); i-- > 0;) {

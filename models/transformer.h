@@ -12,6 +12,11 @@
 // one (Runs, kernels/ops.h): R parameter blocks, a batch of R·B sequences whose r-th B belong to
 // run r, every parameter op one launch over all runs, and one mean loss per run. Each run's
 // numbers are those of the model built from its seed alone (bit-identical on the CPU).
+// Head rows: with target_every = k > 1 the final RMSNorm, the LM head and the loss run only on the
+// positions t ≡ 0 (mod k) of each sequence, the only ones where the task puts targets (MQRAR: the
+// keys: half the rows; the head is about half of paper-mqrar's FLOPs). The rows are gathered
+// from x_final and their gradient scattered back (the embedding ops), so the loss and every
+// gradient are those of the full head; a target elsewhere is an error.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -36,6 +41,7 @@ struct ModelConfig {
   int ffn = 256;          // SwiGLU hidden width F
   std::string pe = kDefaultEncoding;
   bool kv_conv = false;   // k = SiLU(conv3(h1 Wk)), v likewise
+  int target_every = 1;   // the head runs at positions t % target_every == 0 only (Task::target_every)
 };
 
 template <class E>
@@ -72,11 +78,13 @@ class Transformer {
     const int32_t* targets;
     int64_t n;
   };
-  LossState loss_state() { return {loss_.data(), scale_.data(), targets_.data(), int64_t(B_) * T_}; }
-  // After a forward pass, on the host: predicted tokens and per-position losses, (B, T) each.
+  LossState loss_state() { return {loss_.data(), scale_.data(), targets_.data(), M_}; }
+  // After a forward pass, on the host: predicted tokens and per-position losses, (B, T) each
+  // (-1 and 0 at positions the head skips, target_every).
   const int32_t* predictions();
   const S* row_losses();
-  const S* logits() const { return logits_.data(); }  // (B, T, V) in the engine's memory
+  const S* logits() const { return logits_.data(); }  // (M, V) in the engine's memory: head_rows()
+  int64_t head_rows() const { return M_; }             // B·T, or B·⌈T / target_every⌉
 
   ParamStore<E> params;
   const ModelConfig& config() const { return cfg_; }
@@ -93,6 +101,8 @@ class Transformer {
     Buf<S> rstd1, rstd2;                                        // (B·T)
   };
   void resize(int B, int T);
+  template <class X>
+  const X* per_position(std::vector<X>& host, const Buf<X>& rows, X skipped) const;
   AttnInputs<S> attn_inputs(Layer& l, std::vector<const S*>& p) const;
 
   ModelConfig cfg_;
@@ -101,13 +111,17 @@ class Transformer {
   int64_t embed_, final_norm_, head_;
   std::vector<Layer> layers_;
   int B_ = 0, T_ = 0;
-  Buf<int32_t> tokens_, targets_, argmax_;  // (B, T)
+  int64_t M_ = 0;                           // head rows: B·T, or B·⌈T / target_every⌉
+  Buf<int32_t> tokens_;                     // (B, T)
+  Buf<int32_t> targets_, argmax_, rows_;    // (M): the head rows' targets, predictions, index in B·T
   Buf<S> loss_, scale_;                     // (runs): mean loss, 1 / number of targets
-  Buf<S> x_final_, hf_, rstd_f_, logits_, loss_rows_;
+  Buf<S> x_final_;                          // (B·T, C)
+  Buf<S> x_head_, dx_head_;                 // (M, C): x_final's head rows and their gradient, k > 1
+  Buf<S> hf_, rstd_f_, logits_, loss_rows_;  // (M, C), (M), (M, V), (M)
   Buf<S> dx_, dh_, dbuf_, dq_, dk_, dv_, dlogits_, dab_, dhh_;  // backward scratch
   Buf<S> dk_in_, dv_in_;                                        // (B·T, H·D), with kv_conv
-  std::vector<int32_t> host_argmax_;  // host copies for predictions() / row_losses()
-  std::vector<S> host_loss_rows_;
+  std::vector<int32_t> host_argmax_, host_targets_;  // host copies: predictions(), row_losses(),
+  std::vector<S> host_loss_rows_;                    // set_batch()'s head rows
 };
 
 }  // namespace pb

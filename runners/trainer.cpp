@@ -49,13 +49,15 @@ nlohmann::json eval_row(const EvalResult& r, int step, const Task& task, bool wi
 
 ModelConfig model_config(const TrainConfig& cfg, const Task& task) {
   return {task.vocab_size(), cfg.layers, cfg.d_model, cfg.heads,
-          std::max(1, int(std::lround(cfg.mlp_ratio * cfg.d_model))), cfg.pe, cfg.kv_conv == 1};
+          std::max(1, int(std::lround(cfg.mlp_ratio * cfg.d_model))), cfg.pe, cfg.kv_conv == 1,
+          task.target_every()};
 }
 
 int64_t floats_per_token(const ModelConfig& m) {
   const int64_t C = m.d_model, F = m.ffn, kv = m.kv_conv ? 2 * C : 0;  // k_in v_in (and their gradients)
   const int64_t per_layer = 4 * C + 4 * C + kv + 3 * F + 2;              // x h1 x_mid h2, q k v att, ab hh
-  return m.layers * per_layer + (4 * C + 4 * C + kv + 3 * F) + 2 * int64_t(m.vocab) + 4;  // + backward, logits
+  const int64_t logits = (2 * int64_t(m.vocab) + m.target_every - 1) / m.target_every;  // and their gradient
+  return m.layers * per_layer + (4 * C + 4 * C + kv + 3 * F) + logits + 4;                // + backward
 }
 
 int eval_batch_size(const TrainConfig& cfg, const Task& task) {

@@ -31,6 +31,7 @@ class Mqrar final : public Task {
   const Spec& spec() const override { return spec_; }
   int seq_len() const override { return len_; }
   int vocab_size() const override { return n_keys_ + n_values_; }
+  int target_every() const override { return 2; }  // targets at keys, the even positions
   std::vector<std::string> splits() const override { return {"train", "val", "test"}; }
 
   std::vector<std::string> vocab() const override {

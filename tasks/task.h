@@ -39,6 +39,9 @@ class Task {
   virtual std::vector<std::string> splits() const = 0; // "train" first, then the eval splits
   // Writes example `index` of `split` (an index into splits()) into `out`.
   virtual void generate(uint64_t seed, int split, uint64_t index, ExampleView out) const = 0;
+  // Targets (target ≥ 0) occur only at positions t with t % target_every() == 0: the model then
+  // runs its LM head at those positions alone (ModelConfig::target_every), an exact saving.
+  virtual int target_every() const { return 1; }
   // Extra facts for FILE.meta.json (e.g. each group element's permutation); may be empty.
   virtual nlohmann::json meta() const { return nlohmann::json::object(); }
 

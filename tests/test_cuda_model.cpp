@@ -188,6 +188,43 @@ TEST_CASE("every encoding: 20 training steps on CUDA (graph replay) follow the C
   }
 }
 
+// ModelConfig::target_every on the GPU (the head's rows gathered and scattered by the embedding
+// kernels), alone and two runs stacked, in TrainStep's captured graph, against the CPU's full head.
+TEST_CASE("the head at every other position: CUDA training steps follow the CPU's full head", "[cuda][model][train]") {
+  const int T = 33, V = 9, steps = 6;
+  for (const std::string pe : {"rope", "path"})
+    for (const int R : {1, 2}) {
+      INFO(pe << " runs " << R);
+      const int B = 2 * R;
+      ModelConfig cfg{V, 2, 64, 2, 128, pe};
+      const std::vector<uint64_t> seeds = R == 1 ? std::vector<uint64_t>{3} : std::vector<uint64_t>{3, 4};
+      Transformer<Cpu32> cpu(cfg, seeds);
+      cfg.target_every = 2;
+      Transformer<CudaEngine> gpu(cfg, seeds);
+      TrainStep<Cpu32> step_cpu(cpu);
+      TrainStep<CudaEngine> step_gpu(gpu);
+      for (int s = 1; s <= steps; ++s) {
+        Batch b = random_batch(B, T, V, 200 + s);
+        for (size_t i = 0; i < b.targets.size(); ++i)
+          if (i % T % 2) b.targets[i] = -1;
+        const std::vector<AdamWArgs> args(size_t(R), AdamWArgs{3e-3, 0.9, 0.95, 1e-8, 0.1, s, 1.0});
+        cpu.set_batch(b.tokens.data(), b.targets.data(), B, T);
+        gpu.set_batch(b.tokens.data(), b.targets.data(), B, T);
+        step_cpu.launch(args);
+        step_gpu.launch(args);
+        const auto want = step_cpu.wait_runs(), got = step_gpu.wait_runs();
+        for (int r = 0; r < R; ++r) {
+          INFO("step " << s << " run " << r << " loss cpu " << want[r].first << " gpu " << got[r].first);
+          CHECK(std::abs(got[r].first - want[r].first) <= 1e-3 * std::abs(want[r].first));
+          CHECK(std::abs(got[r].second - want[r].second) <= 1e-2 * want[r].second);
+        }
+      }
+      const int32_t* got = gpu.predictions();  // (B, T): tokens at the head's rows, -1 between
+      for (int i = 0; i < B * T; ++i)
+        CHECK((i % T % 2 ? got[i] == -1 : got[i] >= 0 && got[i] < V));
+    }
+}
+
 TEST_CASE("cli: attention --device cuda matches --device cpu --dtype f64 for every encoding", "[cuda][cli]") {
   const test::TempDir tmp("cuda_attention_cli");
   const int64_t B = 2, T = 37, H = 2, D = 32;

@@ -189,6 +189,51 @@ TEST_CASE("every position encoding: a repeated first token is invisible without 
   }
 }
 
+// ModelConfig::target_every: the head at every k-th position gives the loss, gradients,
+// predictions and row losses of the full head when the targets are there alone, stacked too.
+TEST_CASE("whole model: the head at every k-th position equals the full head", "[model]") {
+  for (const int k : {2, 3})
+    for (const int R : {1, 2}) {
+      DYNAMIC_SECTION("target_every=" << k << " runs=" << R) {
+        const int B = 2 * R, T = 13, V = 7;  // T not a multiple of k: the last head row is partial
+        ModelConfig cfg{V, 2, 16, 2, 24, "path"};
+        const std::vector<uint64_t> seeds(size_t(R), 9);
+        Transformer<Cpu64> full(cfg, seeds);
+        cfg.target_every = k;
+        Transformer<Cpu64> head(cfg, seeds);
+        REQUIRE(head.params.params == full.params.params);
+        std::vector<int32_t> tokens(B * T), targets(B * T, -1);
+        for (int i = 0; i < B * T; ++i) {
+          tokens[i] = (i * 5 + 3) % V;
+          if (i % T % k == 0 && i % 7 != 2) targets[i] = (i * 3) % V;  // some head rows without a target
+        }
+        const double lf = full.forward(tokens.data(), targets.data(), B, T);
+        const double lh = head.forward(tokens.data(), targets.data(), B, T);
+        CHECK(head.head_rows() == int64_t(B) * ((T + k - 1) / k));
+        CHECK(std::abs(lh - lf) <= 1e-12 * std::abs(lf));
+        for (int i = 0; i < B * T; ++i) {
+          INFO("position " << i % T << " of sequence " << i / T);
+          if (i % T % k == 0) {
+            CHECK(head.predictions()[i] == full.predictions()[i]);
+            CHECK(head.row_losses()[i] == Approx(full.row_losses()[i]).epsilon(1e-12));
+          } else {
+            CHECK(head.predictions()[i] == -1);
+            CHECK(head.row_losses()[i] == 0);
+          }
+        }
+        std::fill(full.params.grads.begin(), full.params.grads.end(), 0.0);
+        std::fill(head.params.grads.begin(), head.params.grads.end(), 0.0);
+        full.backward();
+        head.backward();
+        CHECK(test::rel_rms(head.params.grads, full.params.grads) < 1e-12);
+        CHECK(std::any_of(full.params.grads.begin(), full.params.grads.end(), [](double g) { return g != 0; }));
+        targets[1] = 0;  // a target off the head's rows is refused, not dropped
+        CHECK_THROWS_WITH(head.forward(tokens.data(), targets.data(), B, T),
+                          Catch::Contains("target at position 1") && Catch::Contains("target_every=" + std::to_string(k)));
+      }
+    }
+}
+
 TEST_CASE("whole model: float agrees with double", "[model]") {
   for (const auto& entry : encodings()) {
     const std::string name = entry.schema.name;
