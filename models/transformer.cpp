@@ -65,10 +65,10 @@ void Transformer<E>::resize(int B, int T) {
   hf_.resize(M * C);
   if (k > 1) {
     for (auto* b : {&x_head_, &dx_head_}) b->resize(M * C);
-    std::vector<int32_t> rows(M);  // head row m = b·P + p is row b·T + p·k of the batch
-    for (size_t m = 0; m < M; ++m) rows[m] = int32_t(m / P * T + m % P * k);
+    host_rows_.resize(M);  // head row m = b·P + p is row b·T + p·k of the batch
+    for (size_t m = 0; m < M; ++m) host_rows_[m] = int32_t(m / P * T + m % P * k);
     rows_.resize(M);
-    E::upload(rows_.data(), rows.data(), M);
+    E::upload(rows_.data(), host_rows_.data(), M);
   }
   for (auto* b : {&dbuf_, &dq_, &dk_, &dv_}) b->resize(N * HD);
   if (cfg_.kv_conv)
@@ -129,7 +129,7 @@ const X* Transformer<E>::per_position(std::vector<X>& host, const Buf<X>& rows, 
   E::download(head.data(), rows.data(), M_);
   if (k == 1) return (host = std::move(head)).data();
   host.assign(size_t(B_) * T_, skipped);
-  for (int64_t m = 0, P = M_ / B_; m < M_; ++m) host[m / P * T_ + m % P * k] = head[m];
+  for (int64_t m = 0; m < M_; ++m) host[host_rows_[m]] = head[m];
   return host.data();
 }
 

@@ -122,6 +122,7 @@ class Transformer {
   Buf<S> dk_in_, dv_in_;                                        // (B·T, H·D), with kv_conv
   std::vector<int32_t> host_argmax_, host_targets_;  // host copies: predictions(), row_losses(),
   std::vector<S> host_loss_rows_;                    // set_batch()'s head rows
+  std::vector<int32_t> host_rows_;                   // (M): rows_ on the host, k > 1
 };
 
 }  // namespace pb

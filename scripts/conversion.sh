@@ -141,6 +141,6 @@ mkdir -p "$RESULTS"
 bash scripts/history.sh pack "$RESULTS"
 # The run records (no checkpoints) and the source links, for the record: a rerun needs the sources'
 # checkpoints, whose checksums are part of the conversion runs' ids.
-tar czf "$RESULTS/records.tgz.tmp" --exclude='*.safetensors' --exclude='*.safetensors.tmp.*' "$ROOT" "$SOURCES"
+tar czf "$RESULTS/records.tgz.tmp" --exclude='*.safetensors*' "$ROOT" "$SOURCES"
 mv "$RESULTS/records.tgz.tmp" "$RESULTS/records.tgz"
 publish

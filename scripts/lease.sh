@@ -40,7 +40,7 @@ running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # The run records (no checkpoints) into results/SWEEP/records.tgz, atomically.
 pack() {
   mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
-  tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors' --exclude='*.safetensors.tmp.*' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
+  tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors*' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
 }
 # The records packed, and the CSVs of results/SWEEP (history.csv committed gzipped) from them.
 publish() {

@@ -247,7 +247,7 @@ sweep_run() {
   mkdir -p runs results/$s
   [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
   "$PB" sweep sweeps/$s.toml --pack auto ${DRAIN_AFTER:+--drain-after "$DRAIN_AFTER"} || rc=$?
-  tar czf results/$s/records.tgz.tmp --exclude='*.safetensors' --exclude='*.safetensors.tmp.*' runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
+  tar czf results/$s/records.tgz.tmp --exclude='*.safetensors*' runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
   "$PB" collect runs/$s -o results/$s
   bash scripts/history.sh pack results/$s
   return $rc
