@@ -2,8 +2,8 @@
 # A sweep that outlives one command on a time-limited GPU machine (a lent GPU whose commands are
 # capped at minutes, an interactive Slurm job): start it detached, look at it from later commands,
 # and finish it by a deadline with its run records packed for the next machine.
-#   scripts/lease.sh start SWEEP [DRAIN_AFTER]  unpacks results/SWEEP/records.tgz into runs/ (when it
-#                                               exists) and starts `sweep sweeps/SWEEP.toml --pack auto`
+#   scripts/lease.sh start SWEEP [DRAIN_AFTER]  unpacks results/SWEEP/records.tgz into runs/ (as
+#                                               `unpack` does) and starts `sweep sweeps/SWEEP.toml --pack auto`
 #                                               on every visible GPU in its own session (setsid), so it
 #                                               survives the command that started it; no run starts
 #                                               after DRAIN_AFTER s
@@ -20,6 +20,12 @@
 #                                               UNTIL_S s after the command began (sooner when the
 #                                               sweep ends), then snapshots and collects; with $OUT
 #                                               set, copies records.tgz, the CSVs and the log there
+#   scripts/lease.sh unpack SWEEP               results/SWEEP/records.tgz into runs/SWEEP, run by run: a
+#                                               run finished here keeps its files; any other run is
+#                                               replaced whole by the packed one when that one finished;
+#                                               a run pending in both keeps its files here. No run's
+#                                               folder ever mixes the files of two of its attempts
+#   scripts/lease.sh publish SWEEP              packs the records and collects the CSVs (results/SWEEP)
 #   scripts/lease.sh finish SWEEP WAIT_S        waits up to WAIT_S s for the sweep to end, then stops it
 #                                               (SIGTERM: runs in flight stay pending and rerun next
 #                                               time), packs the run records (no checkpoints) into
@@ -34,9 +40,29 @@ cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
 cmd=${1:-}
 s=${2:-}
-[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
+[[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
 log=runs/$s.log pidfile=runs/$s.pid
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+# results/SWEEP/records.tgz into runs/SWEEP without mixing two attempts of a run (see `unpack` above):
+# a run is taken whole from one side. Files of the sweep itself (grid.json, sweep.toml) are taken
+# from the pack only where missing here.
+unpack() {
+  [[ -f results/$s/records.tgz ]] || return 0
+  mkdir -p runs/"$s"
+  local tmp p id
+  tmp=$(mktemp -d runs/.unpack.XXXXXX)
+  tar xzf results/"$s"/records.tgz -C "$tmp"
+  for p in "$tmp"/runs/"$s"/*; do
+    id=${p##*/}
+    if [[ -d $p ]]; then
+      [[ -f runs/$s/$id/result.json ]] && continue
+      [[ -d runs/$s/$id && ! -f $p/result.json ]] && continue
+      rm -rf runs/"$s"/"$id"
+    fi
+    [[ -e runs/$s/$id ]] || mv "$p" runs/"$s"/"$id"
+  done
+  rm -rf "$tmp"
+}
 # The run records (no checkpoints) into results/SWEEP/records.tgz, atomically.
 pack() {
   mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
@@ -53,7 +79,7 @@ case $cmd in
   start)
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
-    [[ -f results/$s/records.tgz ]] && tar xzf results/"$s"/records.tgz -C .
+    unpack
     setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} \
       ${OVERWRITE:+--overwrite} >"$log" 2>&1 </dev/null &
     pid=$!
@@ -87,6 +113,8 @@ case $cmd in
     publish
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
+  unpack) unpack ;;
+  publish) publish ;;
   call)
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
@@ -103,5 +131,5 @@ case $cmd in
       cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/
     fi
     ;;
-  *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish SWEEP [S]" >&2; exit 2 ;;
+  *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]" >&2; exit 2 ;;
 esac

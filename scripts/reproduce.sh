@@ -244,12 +244,9 @@ mqrar_tables() {
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
 sweep_run() {
   local s=$1 rc=0
-  mkdir -p runs results/$s
-  [ -f results/$s/records.tgz ] && tar xzf results/$s/records.tgz -C .
+  bash scripts/lease.sh unpack $s
   "$PB" sweep sweeps/$s.toml --pack auto ${DRAIN_AFTER:+--drain-after "$DRAIN_AFTER"} || rc=$?
-  tar czf results/$s/records.tgz.tmp --exclude='*.safetensors*' runs/$s && mv results/$s/records.tgz.tmp results/$s/records.tgz
-  "$PB" collect runs/$s -o results/$s
-  bash scripts/history.sh pack results/$s
+  PATHBENCH=$PB bash scripts/lease.sh publish $s
   return $rc
 }
 
