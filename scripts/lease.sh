@@ -63,10 +63,21 @@ unpack() {
   done
   rm -rf "$tmp"
 }
-# The run records (no checkpoints) into results/SWEEP/records.tgz, atomically.
+# The run records (no checkpoints) into results/SWEEP/records.tgz, atomically, also while the sweep
+# runs: the runs finished when listed go in whole (a finished run's files no longer change); the
+# others without result.json, so a run that finishes while it is packed stays pending in the pack
+# rather than its new result.json beside older logs.
 pack() {
   mkdir -p results/"$s"  # an empty folder made by start may not outlive the command that made it
-  tar czf results/"$s"/records.tgz.tmp --exclude='*.safetensors*' runs/"$s" && mv results/"$s"/records.tgz.tmp results/"$s"/records.tgz
+  local r=results/"$s"/records lists
+  lists=$(mktemp -d)
+  find runs/"$s" -mindepth 1 -maxdepth 1 -type d -exec test -f {}/result.json \; -print | sort >"$lists"/done
+  find runs/"$s" -mindepth 1 -maxdepth 1 | sort | comm -23 - "$lists"/done >"$lists"/rest
+  tar cf "$r".tar.tmp --exclude='*.safetensors*' -T "$lists"/done
+  tar rf "$r".tar.tmp --exclude='*.safetensors*' --exclude=result.json -T "$lists"/rest
+  rm -r "$lists"
+  gzip -c "$r".tar.tmp >"$r".tgz.tmp && rm "$r".tar.tmp
+  mv "$r".tgz.tmp "$r".tgz
 }
 # The records packed, and the CSVs of results/SWEEP (history.csv committed gzipped) from them.
 publish() {
