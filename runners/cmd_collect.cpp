@@ -7,7 +7,8 @@
 // Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
 // result.json an object with a status and numeric measurements, config.json an object with task
 // and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
-// split, numeric measurements and a task that is the run's at some len.
+// split, numeric measurements and a task that is the run's at some len; and a finished run's files
+// are of one attempt of it (check_one_attempt).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -135,6 +136,46 @@ void add_eval_stats(Row& row) {
   row["acc_ci_high"] = num(hi);
 }
 
+// The evaluations of a run's eval.jsonl, as "split acc n" and "split acc" (cell() of each value).
+using Evaluated = std::set<std::string>;
+
+// The files of a finished run come from one attempt of it; a restore of packed records over a newer
+// copy of the run once mixed two (results/paper-mqrar/README.md). result.json and meta.json carry
+// the same attempt id (runs trained before it existed carry none); each final evaluation of
+// result.json is in eval.jsonl (`eval --run` may append others after it); metrics.jsonl, logged
+// every steps/100 steps and at the last, ends less than one interval before result.json's step count.
+void check_one_attempt(const fs::path& dir, const json& result, const json& config, const json& meta,
+                       const Evaluated& evaluated) {
+  if (result["status"] != "ok") return;
+  auto mixed = [&](const std::string& why) {
+    fail("{}: the run's files come from two attempts of it ({}); restore the folder whole, or delete it to "
+         "rerun the run", dir.string(), why);
+  };
+  if (result.contains("attempt") && meta.contains("attempt") && result["attempt"] != meta["attempt"])
+    mixed(fmt::format("result.json is attempt {}, meta.json {}", cell(result["attempt"]), cell(meta["attempt"])));
+  if (result.contains("eval") && fs::exists(dir / "eval.jsonl"))
+    for (const auto& [split, e] : result["eval"].items())
+      if (!evaluated.count(fmt::format("{} {}{}", split, cell(e.value("acc", json())),
+                                       e.contains("n") ? " " + cell(e["n"]) : "")))
+        mixed(fmt::format("its final {} evaluation is not in eval.jsonl", split));
+  const std::string metrics = (dir / "metrics.jsonl").string();
+  if (!result.contains("steps") || !fs::exists(metrics)) return;
+  std::string text = read_file(metrics);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  if (text.empty()) return;
+  json line;
+  try {
+    line = json::parse(text.substr(text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1));
+  } catch (const json::exception& err) {
+    fail("{}: last line: invalid JSON: {}", metrics, err.what());
+  }
+  if (!line.is_object()) fail("{}: last line: expected a JSON object", metrics);
+  const double steps = result["steps"], logged = line.value("step", -1.0);
+  const double every = std::max(1, config.value("steps", 0) / 100);
+  if (logged > steps || steps - logged >= every)
+    mixed(fmt::format("metrics.jsonl ends at step {}, result.json at {}", logged, steps));
+}
+
 struct Tables {
   std::vector<Row> runs, evals, history, seqstats;
 };
@@ -194,6 +235,7 @@ void collect_run(const fs::path& dir, Tables& t) {
   };
   // Last evaluation per (split, task): the highest step, the later line on a tie.
   std::map<std::pair<std::string, std::string>, json> last;
+  Evaluated evaluated;
   std::map<std::tuple<std::string, std::string, std::string>, size_t> history_at;  // (split, task, step) -> row
   const std::string evals = (dir / "eval.jsonl").string();
   if (fs::exists(evals)) {
@@ -220,6 +262,8 @@ void collect_run(const fs::path& dir, Tables& t) {
       } catch (const Error& err) {
         fail("{}: {}", where, err.what());
       }
+      evaluated.insert(fmt::format("{} {}", field(e, "split"), field(e, "acc")));
+      evaluated.insert(fmt::format("{} {} {}", field(e, "split"), field(e, "acc"), field(e, "n")));
       Row row = eval_row(e, field(e, "split"), task);
       const auto [slot, fresh_step] = history_at.try_emplace({row["split"], task, row["step"]}, t.history.size());
       if (fresh_step) t.history.push_back(std::move(row));
@@ -228,6 +272,7 @@ void collect_run(const fs::path& dir, Tables& t) {
       if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
     }
   }
+  check_one_attempt(dir, result, config, meta, evaluated);
   std::vector<std::pair<std::tuple<std::string, double, std::string>, json>> ordered;  // split, len, task
   for (const auto& [key, e] : last) {
     double len = 0;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <random>
 #include <tuple>
 
 #include "core/device.h"
@@ -91,6 +92,13 @@ std::string now_iso() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   return buf;
+}
+
+// 64 random bits in hex, written to meta.json and result.json by the process that trains the run, so
+// that `collect` can tell a run folder whose files come from two attempts (docs/sweeps.md).
+std::string new_attempt_id() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}", rd(), rd());
 }
 
 nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  // of the lead process
@@ -484,6 +492,7 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx, const ResumePoin
   const std::unique_ptr<DatasetReader> data = open_training_data(cfg);
   const std::string dir = cfg.out + "/";
   const bool lead = cfg.proc_id <= 0;  // the process of rank 0 alone writes the run directory
+  const std::string attempt = new_attempt_id();
   if (lead) {
     fs::create_directories(cfg.out);
     for (const char* f : {"result.json", "model.safetensors"}) fs::remove(dir + f);
@@ -497,10 +506,11 @@ int run_training(const TrainConfig& cfg, const RunContext& ctx, const ResumePoin
     write_file_atomic(dir + "config.json", config.dump(2) + "\n");
     auto meta = meta_json(cfg, device);
     if (resume) meta["resumed_from_step"] = resume->state.step;
+    meta["attempt"] = attempt;
     write_file_atomic(dir + "meta.json", meta.dump(2) + "\n");
   }
 
-  nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}};
+  nlohmann::json result = {{"run_id", run_id(cfg)}, {"status", "ok"}, {"error", nullptr}, {"attempt", attempt}};
   double loss = 0;
   int step = 0;
   bool finished = true;

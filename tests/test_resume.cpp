@@ -68,7 +68,7 @@ void interrupt(const std::string& args, const fs::path& dir) {
   REQUIRE_FALSE(fs::exists(dir / "result.json"));
 }
 
-// The run in `got` equals the one in `want` but for the clock.
+// The run in `got` equals the one in `want` but for the clock and the attempt id.
 void check_same_run(const fs::path& got, const fs::path& want) {
   const bool same_model =
       pb::read_file((got / "model.safetensors").string()) == pb::read_file((want / "model.safetensors").string());
@@ -76,7 +76,7 @@ void check_same_run(const fs::path& got, const fs::path& want) {
   CHECK(rows(got / "metrics.jsonl") == rows(want / "metrics.jsonl"));
   CHECK(rows(got / "eval.jsonl") == rows(want / "eval.jsonl"));
   auto a = read_json(got / "result.json"), b = read_json(want / "result.json");
-  for (auto* r : {&a, &b}) r->erase("wall_s"), r->erase("eval_s");
+  for (auto* r : {&a, &b}) r->erase("wall_s"), r->erase("eval_s"), r->erase("attempt");
   CHECK(a == b);
   CHECK_FALSE(fs::exists(got / "resume.safetensors"));  // a finished run keeps model.safetensors alone
 }

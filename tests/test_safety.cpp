@@ -311,3 +311,41 @@ TEST_CASE("sweep: Ctrl-C ends it by SIGINT (status 130), the runs in flight stay
   CHECK(wait_exit(sweep) == 130);
   CHECK_THAT(pb::read_file((d / "log.txt").string()), Contains("stopped by Interrupt"));
 }
+
+TEST_CASE("collect: a run folder whose files come from two attempts of the run is refused", "[safety][cli]") {
+  const TempDir tmp("attempts");
+  const std::string run = tmp.file("runs/r");
+  REQUIRE(run_pathbench(kTrain + " --out " + run).code == 0);
+  const auto result = nlohmann::json::parse(pb::read_file(run + "/result.json"));
+  const auto meta = nlohmann::json::parse(pb::read_file(run + "/meta.json"));
+  CHECK(std::regex_match(result.value("attempt", ""), std::regex("[0-9a-f]{16}")));
+  CHECK(result["attempt"] == meta["attempt"]);
+  const std::string collect = "collect " + tmp.file("runs") + " -o " + tmp.file("out");
+  CHECK(run_pathbench(collect).code == 0);
+  // `eval --run` appends evaluations after the final one: still one attempt.
+  REQUIRE(run_pathbench("eval --run " + run + " --n 8").code == 0);
+  CHECK(run_pathbench(collect).code == 0);
+
+  // Each file of an older attempt, restored beside the newer result.json.
+  const auto with = [&](const std::string& file, const std::string& text, const std::string& needle) {
+    const std::string kept = pb::read_file(run + "/" + file);
+    pb::write_file_atomic(run + "/" + file, text);
+    INFO(file);
+    check_error(run_pathbench(collect), needle);
+    pb::write_file_atomic(run + "/" + file, kept);
+    CHECK(run_pathbench(collect).code == 0);
+  };
+  auto other = meta;
+  other["attempt"] = "0123456789abcdef";
+  with("meta.json", other.dump(), "come from two attempts of it (result.json is attempt ");
+  std::string evals;
+  std::istringstream lines(pb::read_file(run + "/eval.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    auto e = nlohmann::json::parse(line);
+    e["acc"] = 0.125;  // the older attempt evaluated other weights
+    evals += e.dump() + "\n";
+  }
+  with("eval.jsonl", evals, "evaluation is not in eval.jsonl");
+  const std::string metrics = pb::read_file(run + "/metrics.jsonl");
+  with("metrics.jsonl", metrics.substr(0, metrics.find('\n') + 1), "metrics.jsonl ends at step 1, result.json at 5");
+}
