@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -173,26 +175,75 @@ bool KeyLess::operator()(const Key& a, const Key& b) const {
   return false;
 }
 
+namespace {
+
+// The rows of `select` whose seed every value of `best_over` in their group has: a value with more
+// finished seeds than another is compared on the same seeds, not on a different sample. A group
+// whose values share no seed keeps every row. `note` gets, per group where rows were left out or
+// no seed is shared, which seeds the comparison used.
+std::vector<size_t> shared_seeds(const Csv& csv, const std::vector<size_t>& select, const std::vector<std::string>& group,
+                                 const std::string& best_over, std::map<Key, std::string, KeyLess>& note) {
+  const size_t seed = csv.column("seed"), value = csv.column(best_over);
+  std::vector<size_t> cols;
+  for (const auto& g : group) cols.push_back(csv.column(g));
+  auto group_of = [&](size_t r) {
+    Key k;
+    for (size_t c : cols) k.push_back(csv.rows[r][c]);
+    return k;
+  };
+  std::map<Key, std::map<std::string, std::set<std::string>>, KeyLess> seeds(KeyLess{group});
+  for (size_t r : select) seeds[group_of(r)][csv.rows[r][value]].insert(csv.rows[r][seed]);
+  std::map<Key, std::set<std::string>, KeyLess> shared(KeyLess{group});
+  for (const auto& [g, by_value] : seeds) {
+    std::set<std::string> common = by_value.begin()->second;
+    bool equal = true;
+    for (const auto& [v, s] : by_value) {
+      equal = equal && s == common;
+      std::set<std::string> both;
+      std::set_intersection(common.begin(), common.end(), s.begin(), s.end(), std::inserter(both, both.end()));
+      common = both;
+    }
+    if (equal) continue;
+    std::vector<std::string> listed(common.begin(), common.end());
+    std::sort(listed.begin(), listed.end(), [](const auto& a, const auto& b) { return value_less("seed", a, b); });
+    note[g] = common.empty() ? fmt::format("no seed shared by every {}: means over different seeds", best_over)
+                             : fmt::format("compared on seed{} {}, those every {} has", listed.size() > 1 ? "s" : "",
+                                                           fmt::join(listed, ", "), best_over);
+    if (!common.empty()) shared[g] = common;
+  }
+  std::vector<size_t> out;
+  for (size_t r : select) {
+    const auto it = shared.find(group_of(r));
+    if (it == shared.end() || it->second.count(csv.rows[r][seed])) out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>& select,
                                       const std::vector<std::string>& group, const std::string& metric,
                                       const std::string& best_over, bool lower_is_better, const std::string& tie_break) {
   std::vector<std::string> keys = group;
   keys.push_back(best_over);
-  const Cells by_value = aggregate(csv, select, keys, metric, "", lower_is_better);
-  const Cells by_tie = tie_break.empty() ? Cells(KeyLess{keys}) : aggregate(csv, select, keys, tie_break, "", true);
+  std::map<Key, std::string, KeyLess> seeds_note(KeyLess{group});
+  const std::vector<size_t> rows = csv.has("seed") ? shared_seeds(csv, select, group, best_over, seeds_note) : select;
+  const Cells by_value = aggregate(csv, rows, keys, metric, "", lower_is_better);
+  const Cells by_tie = tie_break.empty() ? Cells(KeyLess{keys}) : aggregate(csv, rows, keys, tie_break, "", true);
   std::map<Key, Choice, KeyLess> out(KeyLess{group});
   for (const auto& [key, st] : by_value) {
     const Key g(key.begin(), key.end() - 1);
     const auto t = by_tie.find(key);
     const double tie = t == by_tie.end() ? 0.0 : t->second.mean;
-    auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}});
+    const auto n = seeds_note.find(g);
+    auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}, n == seeds_note.end() ? "" : n->second});
     if (fresh) continue;
     Choice& c = it->second;
     if (st.mean == c.mean) {
       c.ties.push_back(key.back());
       if (tie < c.tie) c.value = key.back(), c.tie = tie;
     } else if (lower_is_better ? st.mean < c.mean : st.mean > c.mean) {
-      c = Choice{key.back(), st.mean, tie, {key.back()}};
+      c = Choice{key.back(), st.mean, tie, {key.back()}, c.seeds};
     }
   }
   return out;
@@ -257,6 +308,7 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
     if (c.ties.size() > 1)
       note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
                           tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
+    if (!c.seeds.empty()) note += "; " + c.seeds;
     note += ")\n";
   }
   return out;

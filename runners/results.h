@@ -79,6 +79,7 @@ struct Choice {
   std::string value;
   double mean = 0, tie = 0;         // of the metric and of the tie-break column, for `value`
   std::vector<std::string> ties;    // every value whose metric mean equals `mean`
+  std::string seeds;                // set when the values were compared on some of their seeds only
 };
 std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>& select,
                                       const std::vector<std::string>& group, const std::string& metric,

@@ -136,11 +136,13 @@ case $cmd in
     running || "$0" start "$s" ${4:+"$4"}
     while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
     "$0" status "$s"
-    publish
+    rc=0
+    publish || rc=$?  # the records come back even when collect refuses a run (docs/guarantees.md)
     if [[ -n ${OUT:-} ]]; then
       cp results/"$s"/records.tgz "$log" "$OUT"/
-      cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/
+      ((rc != 0)) || cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/
     fi
+    exit $rc
     ;;
   *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]" >&2; exit 2 ;;
 esac
