@@ -19,7 +19,12 @@
 #                                               fresh machine resumes from records.tgz), returns
 #                                               UNTIL_S s after the command began (sooner when the
 #                                               sweep ends), then snapshots and collects; with $OUT
-#                                               set, copies records.tgz, the CSVs and the log there
+#                                               set, copies records.tgz and the log there (the CSVs
+#                                               are `collect`'s of the records, anywhere). TEST=1
+#                                               first builds and runs the GPU tests (scripts/gpu.sh
+#                                               test; logs in runs/gpu-test, and with $OUT
+#                                               ctest_cuda.log and gpu.txt there) and starts no
+#                                               sweep unless every one passed: for a fresh machine
 #   scripts/lease.sh unpack SWEEP               results/SWEEP/records.tgz into runs/SWEEP, run by run: a
 #                                               run finished here keeps its files; any other run is
 #                                               replaced whole by the packed one when that one finished;
@@ -129,6 +134,12 @@ case $cmd in
   call)
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
+    if [[ -n ${TEST:-} ]]; then
+      LOG_DIR=runs/gpu-test scripts/gpu.sh test
+      [[ -z ${OUT:-} ]] || cp runs/gpu-test/ctest_cuda.log runs/gpu-test/gpu.txt "$OUT"/
+      grep -q "100% tests passed" runs/gpu-test/ctest_cuda.log ||
+        { echo "lease.sh: not every GPU test passed (runs/gpu-test/ctest_cuda.log); no sweep started" >&2; exit 1; }
+    fi
     if [[ ! -x $PB ]]; then
       LOG_DIR=runs scripts/gpu.sh build
       echo "built $PB in $((SECONDS - t0)) s"
@@ -138,10 +149,7 @@ case $cmd in
     "$0" status "$s"
     rc=0
     publish || rc=$?  # the records come back even when collect refuses a run (docs/guarantees.md)
-    if [[ -n ${OUT:-} ]]; then
-      cp results/"$s"/records.tgz "$log" "$OUT"/
-      ((rc != 0)) || cp results/"$s"/*.csv results/"$s"/history.csv.gz "$OUT"/
-    fi
+    [[ -z ${OUT:-} ]] || cp results/"$s"/records.tgz "$log" "$OUT"/
     exit $rc
     ;;
   *) echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]" >&2; exit 2 ;;
