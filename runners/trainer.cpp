@@ -95,7 +95,7 @@ std::string now_iso() {
 }
 
 // 64 random bits in hex, written to meta.json and result.json by the process that trains the run, so
-// that `collect` can tell a run folder whose files come from two attempts (docs/sweeps.md).
+// that `collect` can tell a run folder whose files come from two attempts (docs/run-format.md).
 std::string new_attempt_id() {
   std::random_device rd;
   return fmt::format("{:08x}{:08x}", rd(), rd());
