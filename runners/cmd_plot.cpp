@@ -34,13 +34,20 @@ struct Figure {
   std::vector<std::string> facets;  // columns that split panels when they vary
 };
 
-Figure figure_of(const std::string& name) {
+Figure figure_of(const std::string& name, const std::string& x) {
+  if (name == "acc-vs") {  // any numeric setting; a task parameter (task_<key>) varies the task within a panel
+    if (x.empty()) fail("--figure acc-vs needs --x COLUMN, e.g. --x task_n_back");
+    std::vector<std::string> facets;
+    for (const char* f : {"task", "layers", "d_model", "heads", "steps", "batch"})
+      if (f != x && !(x.rfind("task_", 0) == 0 && std::string(f) == "task")) facets.push_back(f);
+    return {x, Axis::Linear, false, x.rfind("task_", 0) == 0 ? x.substr(5) : x, facets};
+  }
   if (name == "acc-vs-depth") return {"layers", Axis::Linear, false, "layers", {"task", "d_model", "heads", "steps", "batch"}};
   if (name == "acc-vs-length")
     return {"len", Axis::Log2, false, "sequence length", {"train_task", "layers", "d_model", "heads", "steps", "batch"}};
   if (name == "error-rate")
     return {"split", Axis::Category, true, "evaluation split", {"task", "layers", "d_model", "heads", "steps", "batch"}};
-  fail("--figure {}: unknown; use acc-vs-depth, acc-vs-length, error-rate, min-depth or curves", name);
+  fail("--figure {}: unknown; use acc-vs-depth, acc-vs-length, acc-vs, error-rate, min-depth or curves", name);
 }
 
 std::string spec_value(const std::string& spec, const std::string& key) {
@@ -127,9 +134,10 @@ void draw_point(Svg& svg, const Point& pt, double X, const YAxis& axis, const Sc
 }
 
 void run_plot(PlotOptions o) {
+  if (!o.x.empty() && o.figure != "acc-vs") fail("--x is for --figure acc-vs");
   if (o.figure == "curves") return plot_curves(o);
   if (o.figure == "min-depth") return plot_min_depth(o);
-  const Figure fig = figure_of(o.figure);
+  const Figure fig = figure_of(o.figure, o.x);
   if (o.metric == "loss") fail("--metric loss: only --figure curves draws the loss");
   const Csv csv = read_csv(o.csv);
   const std::vector<std::string> user_where = o.where;
@@ -263,7 +271,9 @@ void add_plot_command(CLI::App& app) {
   cmd->add_option("csv", o->csv, "evals.csv (history.csv for curves) from `pathbench collect`")
       ->type_name("FILE")
       ->required();
-  cmd->add_option("--figure", o->figure, "acc-vs-depth, acc-vs-length, error-rate, min-depth or curves")->required();
+  cmd->add_option("--figure", o->figure, "acc-vs-depth, acc-vs-length, acc-vs (with --x), error-rate, min-depth or curves")
+      ->required();
+  cmd->add_option("--x", o->x, "acc-vs: the numeric column on the x axis, e.g. task_n_back")->type_name("COLUMN");
   cmd->add_option("-o,--out", o->out, "output .svg (a .png is added when rsvg-convert exists)")
       ->type_name("FILE")
       ->required();

@@ -14,6 +14,7 @@ namespace pb {
 
 struct PlotOptions {
   std::string csv, figure, out, split, metric = "acc", best_over = "lr", select_on = "val";
+  std::string x;                       // acc-vs: the column on the x axis (e.g. task_n_back)
   std::vector<std::string> where;
   double min_layers = 0.9;             // min-depth: the threshold
   std::string min_layers_by = "mean";  // min-depth: mean | any | all (seeds)

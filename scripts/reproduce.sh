@@ -236,6 +236,8 @@ mqrar_tables() {
       done
     }
     atomic $d/tables.md tables
+    "$PB" plot $d/evals.csv --figure acc-vs --x task_n_back --split test -o $d/acc-vs-n.svg
+    "$PB" plot $d/history.csv --figure curves --split val --metric acc -o $d/curves-val.svg
   done
 }
 

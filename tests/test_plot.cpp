@@ -248,3 +248,30 @@ TEST_CASE("plot: learning curves from history.csv, lr chosen on the final evalua
   CHECK_THAT(pb::read_file(a), Contains("rope (lr 0.01): acc 0.7 at step 200 (min 0.5, max 0.9 over 2 seeds)") &&
                                    Contains("1 runs stopped early"));
 }
+
+TEST_CASE("plot acc-vs --x COLUMN: a task parameter on the x axis, one panel across its tasks", "[sweep]") {
+  const fs::path d = fresh_dir("plot_acc_vs");
+  pb::Csv c;
+  c.header = {"task", "task_n_back", "pe", "layers", "lr", "seed", "split", "n", "acc"};
+  for (const char* pe : {"rope", "path"})
+    for (int n : {1, 2, 4})
+      for (int seed : {0, 1})
+        c.rows.push_back({fmt::format("mqrar:n_back={}", n), std::to_string(n), pe, "2", "0.001", std::to_string(seed),
+                          "test", "1000", fmt::format("{}", std::string(pe) == "path" ? 0.99 : 1.0 / n)});
+  const std::string csv = (d / "evals.csv").string(), a = (d / "a.svg").string();
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  cli({"plot", csv, "--figure", "acc-vs", "--x", "task_n_back", "--split", "test", "--select-on", "test", "-o", a});
+  const std::string svg = pb::read_file(a);
+  CHECK(well_formed(svg));
+  CHECK(count(svg, "<g class=\"panel\"") == 1);  // the task varies with n_back: no panel per task
+  CHECK(count(svg, "<g class=\"series\"") == 2);
+  CHECK(count(svg, "<g class=\"point\"") == 6);
+  CHECK_THAT(svg, Contains(">n_back</text>"));
+  const size_t rope4 = svg.find("data-x=\"4\"", svg.find("data-pe=\"rope\""));
+  REQUIRE(rope4 != std::string::npos);
+  CHECK(attr(svg, rope4, "data-y") == Approx(0.25));
+  CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "acc-vs", "--split", "test", "-o", a}),
+                    Contains("--figure acc-vs needs --x COLUMN"));
+  CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "acc-vs-depth", "--x", "layers", "--split", "test", "-o", a}),
+                    Contains("--x is for --figure acc-vs"));
+}
