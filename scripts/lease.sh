@@ -129,7 +129,10 @@ case $cmd in
     publish
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
-  unpack) unpack ;;
+  unpack)
+    running && { echo "lease.sh: $s is running (pid $(cat "$pidfile")); unpack replaces run folders, so not now" >&2; exit 2; }
+    unpack
+    ;;
   publish) publish ;;
   call)
     until_s=${3:?call needs UNTIL_S}
