@@ -42,6 +42,10 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >
   { tail -30 "$LOG_DIR/configure.log"; exit 1; }
 targets=()
 [[ $mode == sweep-bench || $mode == build ]] && targets=(--target pathbench)  # the CLI alone
+if [[ $mode == test ]]; then  # the CLI and the GPU tests, not the CPU tests that `ctest -L cuda` skips
+  targets=(--target pathbench)
+  for f in tests/test_cuda_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
 cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG_DIR/gpu.txt" >&2
 
