@@ -155,8 +155,7 @@ void check_one_attempt(const fs::path& dir, const json& result, const json& conf
     mixed(fmt::format("result.json is attempt {}, meta.json {}", cell(result["attempt"]), cell(meta["attempt"])));
   if (result.contains("eval") && fs::exists(dir / "eval.jsonl"))
     for (const auto& [split, e] : result["eval"].items())
-      if (!evaluated.count(fmt::format("{} {}{}", split, cell(e.value("acc", json())),
-                                       e.contains("n") ? " " + cell(e["n"]) : "")))
+      if (!evaluated.count(fmt::format("{} {}{}", split, field(e, "acc"), e.contains("n") ? " " + field(e, "n") : "")))
         mixed(fmt::format("its final {} evaluation is not in eval.jsonl", split));
   const std::string metrics = (dir / "metrics.jsonl").string();
   if (!result.contains("steps") || !fs::exists(metrics)) return;

@@ -37,10 +37,11 @@ struct Figure {
 Figure figure_of(const std::string& name, const std::string& x) {
   if (name == "acc-vs") {  // any numeric setting; a task parameter (task_<key>) varies the task within a panel
     if (x.empty()) fail("--figure acc-vs needs --x COLUMN, e.g. --x task_n_back");
+    const bool task_param = x.rfind("task_", 0) == 0;
     std::vector<std::string> facets;
-    for (const char* f : {"task", "layers", "d_model", "heads", "steps", "batch"})
-      if (f != x && !(x.rfind("task_", 0) == 0 && std::string(f) == "task")) facets.push_back(f);
-    return {x, Axis::Linear, false, x.rfind("task_", 0) == 0 ? x.substr(5) : x, facets};
+    for (const std::string f : {"task", "layers", "d_model", "heads", "steps", "batch"})
+      if (f != x && !(task_param && f == "task")) facets.push_back(f);
+    return {x, Axis::Linear, false, task_param ? x.substr(5) : x, facets};
   }
   if (name == "acc-vs-depth") return {"layers", Axis::Linear, false, "layers", {"task", "d_model", "heads", "steps", "batch"}};
   if (name == "acc-vs-length")
