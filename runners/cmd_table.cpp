@@ -62,24 +62,31 @@ struct CellWriter {
   const TableOptions& o;
   SeqStats stats;
   HistMetric hm{};
-  bool bootstrap = false, fraction = false;
+  bool bootstrap = false, accuracy = false, fraction = false;
   double scale = 1;
 
   CellWriter(const Csv& c, const TableOptions& opts, const std::vector<size_t>& rows) : csv(c), o(opts) {
     scale = o.percent ? 100 : 1;
-    fraction = !o.percent && (o.metric == "acc" || o.metric == "seq_acc" || o.metric.rfind("acc_", 0) == 0 ||
-                              o.metric.rfind("seq_acc_", 0) == 0);
+    accuracy = is_accuracy(o.metric);
+    fraction = accuracy && !o.percent;
     if (o.per_seed || !parse_hist_metric(o.metric, hm) || !csv.has("split") || !csv.has("run_id") || !csv.has("task"))
       return;
     stats = seqstats_beside(o.csv);
     bootstrap = !stats.empty();
     for (size_t r : rows) bootstrap = bootstrap && row_hist(csv, stats, r) != nullptr;
   }
-  // 4 significant digits; whole numbers (a step) in full, not as 1.6e+04.
+  // 4 significant digits (a fraction: 3 decimals); whole numbers (a step) in full, not as 1.6e+04.
+  // An accuracy short of 1 never reads as 1 (100 %): it gets digits until it differs (99.999, not 100).
   std::string value(double v) const {
-    if (fraction) return fmt::format("{:.3f}", v);
+    if (fraction) {
+      int decimals = 3;
+      while (v < 1 && decimals < 9 && fmt::format("{:.{}f}", v, decimals) == fmt::format("{:.{}f}", 1.0, decimals))
+        ++decimals;
+      return fmt::format("{:.{}f}", v, decimals);
+    }
     const double x = v * scale;
-    return std::abs(x) < 1e15 && x == std::round(x) ? fmt::format("{:.0f}", x) : fmt::format("{:.4g}", x);
+    if (std::abs(x) < 1e15 && x == std::round(x)) return fmt::format("{:.0f}", x);
+    return significant(x, 4, accuracy ? scale : 0);
   }
   std::string caption() const {
     if (o.per_seed) return "per seed (s<seed> value)";

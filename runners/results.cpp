@@ -304,7 +304,7 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
   for (const auto& [key, c] : choices) {
     std::string name;
     for (size_t g = 0; g < key.size(); ++g) name += (g ? " " : "") + group[g] + "=" + label_of[g][key[g]];
-    note += fmt::format("- {}: {} = {} ({:.4g}", name, o.key, c.value, c.mean);
+    note += fmt::format("- {}: {} = {} ({}", name, o.key, c.value, significant(c.mean, 4, is_accuracy(select_metric) ? 1 : 0));
     if (c.ties.size() > 1)
       note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
                           tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
@@ -312,6 +312,17 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
     note += ")\n";
   }
   return out;
+}
+
+bool is_accuracy(const std::string& column) {
+  return column == "acc" || column == "seq_acc" || column.rfind("acc_", 0) == 0 || column.rfind("seq_acc_", 0) == 0;
+}
+
+std::string significant(double x, int digits, double top) {
+  std::string s = fmt::format("{:.{}g}", x, digits);
+  while (top > 0 && x < top && digits < 9 && s == fmt::format("{:.{}g}", top, digits))
+    s = fmt::format("{:.{}g}", x, ++digits);
+  return s;
 }
 
 double number(const std::string& cell, const std::string& column) {

@@ -100,6 +100,13 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& name, const B
 
 double number(const std::string& cell, const std::string& column);  // pb::Error if not a number
 
+// Accuracy columns (acc, seq_acc, acc_<split>, seq_acc_<split>): at most 1, higher is better.
+bool is_accuracy(const std::string& column);
+
+// `x` to `digits` significant digits, and more while an x short of `top` (a perfect score: 1, or
+// 100 in %) would read as `top`: 99.999, not 100. `top` 0: no such rule.
+std::string significant(double x, int digits, double top = 0);
+
 // The rows of each group of `keys` that have a `metric` value, one per seed, in seed order: the
 // order the nested bootstrap draws seeds in.
 std::map<Key, std::vector<size_t>, KeyLess> cell_rows(const Csv& csv, const std::vector<size_t>& rows,

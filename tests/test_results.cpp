@@ -107,6 +107,23 @@ TEST_CASE("table: pivot, best over lr, errors", "[sweep]") {
   CHECK_THROWS_WITH(cli({"table", csv}), Contains("evals.csv:2: row has 1 fields, the header has 2"));
 }
 
+TEST_CASE("table: an accuracy short of 1 never reads as 1", "[sweep]") {
+  const fs::path d = fresh_dir("near_one");
+  const std::string csv = (d / "evals.csv").string();
+  pb::Csv c;
+  c.header = {"run_id", "task", "pe", "layers", "lr", "seed", "split", "acc"};
+  c.rows = {{"p1", "flipflop:len=8", "path", "1", "0.001", "0", "val", "0.999992"},  // 8 errors in a million
+            {"p2", "flipflop:len=8", "path", "1", "0.01", "0", "val", "0.99998"},
+            {"r1", "flipflop:len=8", "rope", "1", "0.001", "0", "val", "1"}};
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  const std::string chosen = cli({"table", csv, "--best-over", "lr", "--per-seed", "--percent"});
+  CHECK_THAT(chosen, Contains("| rope | s0 100 |\n| path | s0 99.999 |") &&
+                         Contains("- pe=path layers=1: lr = 0.001 (0.99999)") &&
+                         Contains("- pe=rope layers=1: lr = 0.001 (1)"));
+  CHECK_THAT(cli({"table", csv, "--where", "lr=0.01"}), Contains("| path | 0.99998 (n=1) |"));
+  CHECK_THAT(cli({"table", csv, "--where", "lr=0.001"}), Contains("| rope | 1.000 (n=1) |\n| path | 0.99999 (n=1) |"));
+}
+
 TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   const fs::path d = fresh_dir("minlayers");
   const std::string csv = (d / "evals.csv").string();
