@@ -37,7 +37,7 @@ bool is_measure(const std::string& c) {
                                     "commit", "gpu_name", "device"};
   for (const char* m : kMeasures)
     if (c == m) return true;
-  return c.rfind("acc_", 0) == 0 || c.rfind("seq_acc_", 0) == 0;
+  return is_accuracy(c);  // acc_<split>, seq_acc_<split> of runs.csv
 }
 
 // The length of the number (digits, an optional fraction, an optional exponent) at s[at], which is
