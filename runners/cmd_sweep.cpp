@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <fmt/ranges.h>
 #include <map>
 #include <optional>
 #include <memory>
@@ -34,6 +35,7 @@ namespace {
 
 struct SweepOptions {
   std::string file, out = "runs", shard, gpus, pack;
+  std::vector<std::string> only;  // --only KEY=V[,V...] filters
   size_t jobs = 1, jobs_per_gpu = 0;
   double drain_after = 0;  // seconds; 0: never
   bool dry_run = false, retry_failed = false, estimate = false, overwrite = false;
@@ -213,10 +215,13 @@ void run_sweep(const SweepOptions& o) {
   const bool on_gpus = packed ? cuda_built() && cuda_device_count() > 0 : !slots.front().empty();
   std::optional<StopRule> depth_rule;
   if (!sweep.depth_search.empty()) depth_rule = parse_stop_rule(sweep.depth_search, "depth_search");
-  // Every run of the sweep (or shard), resolved; the first of two with one config only.
+  // Every run of the sweep, resolved; the first of two with one config only. `chosen`: the
+  // positions in `all` of the runs --only keeps.
   std::vector<Job> all;
+  std::vector<size_t> chosen;
   std::set<std::string> seen;
   std::map<std::string, size_t> rank_of;  // run id -> SweepRun::rank
+  const std::vector<size_t> only = select_runs(sweep, o.only);
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     TrainConfig cfg;
     try {
@@ -232,13 +237,14 @@ void run_sweep(const SweepOptions& o) {
     }
     if (depth_rule) check_eval_split(*depth_rule, cfg.task, fmt::format("{}: depth_search '{}'", o.file, depth_rule->text()));
     rank_of[id] = sweep.runs[i].rank;
+    if (std::binary_search(only.begin(), only.end(), i)) chosen.push_back(all.size());
     const std::string dir = (fs::path(sweep_dir) / id).string();
     all.push_back({sweep.runs[i].args, std::move(cfg), dir, id, sweep.runs[i].label, {}});  // argv: the options, for now
   }
   const std::string grid_path = (fs::path(sweep_dir) / "grid.json").string();
   check_grid(grid_path, all, o);
   std::vector<Job> picked;
-  for (const size_t i : shard_indices(all.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[i]);
+  for (const size_t i : shard_indices(chosen.size(), o.shard.empty() ? "0/1" : o.shard)) picked.push_back(all[chosen[i]]);
   if (!sweep.depth_search.empty())  // the outer value and seed first, then shallow before deep
     std::stable_sort(picked.begin(), picked.end(), [&](const Job& a, const Job& b) {
       const size_t ra = rank_of.at(a.run_id), rb = rank_of.at(b.run_id);
@@ -273,7 +279,8 @@ void run_sweep(const SweepOptions& o) {
       job.argv.insert(job.argv.end(), {"--device", "cuda"});
     jobs.push_back(std::move(job));
   }
-  fmt::print(stderr, "sweep {}: {} runs{}: {} done, {} failed, {} to run, in {}{}\n", sweep.name, before.total,
+  fmt::print(stderr, "sweep {}: {} runs{}{}: {} done, {} failed, {} to run, in {}{}\n", sweep.name, before.total,
+             o.only.empty() ? "" : fmt::format(" with {}", fmt::join(o.only, " ")),
              o.shard.empty() ? "" : " in shard " + o.shard, before.done, before.failed, jobs.size(), sweep_dir,
              packed ? fmt::format(" (packed, {} slots)", devices.size()) : "");
   if (o.estimate) return print_estimate(jobs, devices);
@@ -315,8 +322,12 @@ void add_sweep_command(CLI::App& app) {
       ->type_name("all|I,J,...");
   cmd->add_option("--jobs-per-gpu", o->jobs_per_gpu, "runs at once on each GPU (implies --gpus all)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays)")
+  cmd->add_option("--shard", o->shard, "i/n: take runs i, i+n, i+2n, ... of the sweep (Slurm arrays; of the runs --only keeps)")
       ->type_name("I/N");
+  cmd->add_option("--only", o->only,
+                  "KEY=V[,V...], repeatable: only the runs with one of these values of KEY (a seed or [grid] key), "
+                  "for every filter; the others are left as they are (docs/sweeps.md)")
+      ->type_name("KEY=V,...");
   cmd->add_flag("--dry-run", o->dry_run, "list the runs (id, state, values) on stdout; run nothing");
   cmd->add_flag("--retry-failed", o->retry_failed, "rerun runs whose result.json has status failed");
   cmd->add_flag("--overwrite", o->overwrite,

@@ -4,6 +4,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/spec.h"
@@ -227,8 +228,10 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
   for (bool more = true; more;) {
     std::vector<Setting> settings = fixed;
     std::string label;
+    std::map<std::string, std::string> values;
     for (size_t d = 0; d < dims.size(); ++d) {
       settings.push_back({dims[d].key, dims[d].values[at[d]]});
+      values[dims[d].key] = dims[d].values[at[d]];
       if (dims[d].values.size() > 1 || dims[d].key == "seed")
         label += (label.empty() ? "" : " ") + dims[d].key + "=" + dims[d].values[at[d]];
     }
@@ -256,7 +259,7 @@ Sweep parse_sweep(std::string_view text, const std::string& path, const OptionKi
     }
     size_t rank = 0;  // mixed radix over the dimensions up to seeds
     for (size_t d = 0; d <= seed_at; ++d) rank = rank * dims[d].values.size() + at[d];
-    sweep.runs.push_back({std::move(args), std::move(label), rank});
+    sweep.runs.push_back({std::move(args), std::move(label), std::move(values), rank});
     more = false;
     for (size_t d = dims.size(); d-- > 0;) {
       if (++at[d] < dims[d].values.size()) {
@@ -309,6 +312,48 @@ std::vector<size_t> shard_indices(size_t n_runs, std::string_view shard) {
   std::vector<size_t> out;
   for (size_t r = static_cast<size_t>(i); r < n_runs; r += static_cast<size_t>(n)) out.push_back(r);
   return out;
+}
+
+namespace {
+
+bool same_value(const std::string& a, const std::string& b) {
+  double x = 0, y = 0;
+  return a == b || (parse_float(a, x) && parse_float(b, y) && x == y);
+}
+
+}  // namespace
+
+std::vector<size_t> select_runs(const Sweep& sweep, const std::vector<std::string>& only) {
+  std::vector<size_t> picked;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) picked.push_back(i);
+  if (sweep.runs.empty()) return picked;
+  const auto& keys = sweep.runs.front().values;  // every run has the same keys
+  for (const std::string& filter : only) {
+    const size_t eq = filter.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == filter.size())
+      fail("--only '{}': expected KEY=VALUE[,VALUE...] (e.g. pe=rope,path)", filter);
+    const std::string key = filter.substr(0, eq);
+    if (!keys.count(key)) {
+      std::vector<std::string> names;
+      for (const auto& [k, v] : keys) names.push_back(k);
+      fail("--only '{}': '{}' is not a list of the sweep; its lists: {}", filter, key, fmt::join(names, ", "));
+    }
+    std::vector<std::string> wanted;
+    for (size_t start = eq + 1; start <= filter.size();) {
+      const size_t end = std::min(filter.find(',', start), filter.size());
+      wanted.push_back(filter.substr(start, end - start));
+      start = end + 1;
+    }
+    for (const std::string& w : wanted)
+      if (std::none_of(sweep.runs.begin(), sweep.runs.end(),
+                       [&](const SweepRun& r) { return same_value(r.values.at(key), w); }))
+        fail("--only '{}': no run of the sweep has {}={}", filter, key, w);
+    std::erase_if(picked, [&](size_t i) {
+      return std::none_of(wanted.begin(), wanted.end(),
+                          [&](const std::string& w) { return same_value(sweep.runs[i].values.at(key), w); });
+    });
+  }
+  return picked;
 }
 
 }  // namespace pb

@@ -20,6 +20,7 @@ using OptionKinds = std::map<std::string, char>;  // long name with dashes -> ki
 struct SweepRun {
   std::vector<std::string> args;  // train options, e.g. {"--task", "flipflop:len=8", "--seed", "0"}
   std::string label;              // the varying values, e.g. "seed=0 pe=path layers=2"
+  std::map<std::string, std::string> values;  // every list's key (seed, [grid] keys) -> this run's value
   size_t rank = 0;                // its outer value and seed as one index, in run order
 };
 
@@ -46,5 +47,11 @@ inline std::string run_id_of(const std::vector<std::string>& args) { return run_
 
 // `--shard i/n`: the indices i, i+n, i+2n, ... below n_runs (a pb::Error if `shard` is malformed).
 std::vector<size_t> shard_indices(size_t n_runs, std::string_view shard);
+
+// `--only KEY=V[,V...]`, repeatable: the indices (in run order) of the runs that have one of the
+// listed values of every filter's KEY (a seed or [grid] key; numbers compare by value, so lr=3e-4
+// matches 0.0003). A pb::Error names a malformed filter, a KEY that is no such key, and a value no
+// run has (a typo would otherwise select nothing).
+std::vector<size_t> select_runs(const Sweep& sweep, const std::vector<std::string>& only);
 
 }  // namespace pb

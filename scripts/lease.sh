@@ -38,8 +38,10 @@
 # PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench); PACK=K runs K runs at
 # once per GPU instead of --pack auto (sized to memory, at most 32); STACK=N stacks the runs of a
 # shape N at a time (sweep --stack N, docs/sweeps.md); OVERWRITE=1 passes --overwrite, which a
-# sweep file whose grid grew since its runs started needs once. The log is runs/SWEEP.log; a sweep
-# that stops within 5 s with an error makes `start` fail with the error's line.
+# sweep file whose grid grew since its runs started needs once; ONLY='KEY=V,V KEY=V' runs only
+# the runs with those values (sweep --only, one word each: chosen cells first). The log is
+# runs/SWEEP.log; a sweep that stops within 5 s with an error makes `start` fail with the error's
+# line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build-gpu/pathbench}
@@ -96,8 +98,11 @@ case $cmd in
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
     unpack
+    only=() words=()
+    read -ra words <<<"${ONLY:-}"
+    for f in "${words[@]}"; do only+=(--only "$f"); done
     setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} \
-      ${OVERWRITE:+--overwrite} >"$log" 2>&1 </dev/null &
+      ${OVERWRITE:+--overwrite} "${only[@]}" >"$log" 2>&1 </dev/null &
     pid=$!
     echo $pid >"$pidfile"
     for ((i = 0; i < 10; ++i)); do  # a sweep refused at once (a changed grid, a bad file) says so here

@@ -245,6 +245,26 @@ TEST_CASE("sweep: depth_search skips deeper runs once a shallower one met the ru
   CHECK(run_pathbench(fmt::format("sweep {} --dry-run", sweep_file(d, text))).code == 2);  // needs layers
 }
 
+TEST_CASE("sweep: --only runs the chosen runs and leaves the others pending", "[pack][sweep]") {
+  const TempDir d("only");
+  const std::string f = sweep_file(d, kSweep);  // seeds 0, 1 x pe rope, path
+  auto r = run_pathbench(fmt::format("sweep {} --out {} --pack 1 --only pe=path --only seed=1", f, d.path.string()));
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.err, Contains("1 runs with pe=path seed=1: 0 done, 0 failed, 1 to run"));
+  CHECK(results(d.path, "pk").size() == 1);
+  r = run_pathbench(fmt::format("sweep {} --out {} --dry-run", f, d.path.string()));
+  CHECK_THAT(r.out, Contains("\tdone\tseed=1 pe=path"));
+  CHECK_THAT(r.err, Contains("4 runs: 1 done, 0 failed, 3 to run"));
+  // --shard splits what --only keeps; a value no run has is refused.
+  r = run_pathbench(fmt::format("sweep {} --out {} --dry-run --only pe=rope --shard 1/2", f, d.path.string()));
+  CHECK(r.out.find("\tpending\tseed=1 pe=rope\n") != std::string::npos);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  r = run_pathbench(fmt::format("sweep {} --out {} --only pe=nope", f, d.path.string()));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.err, Contains("--only 'pe=nope': no run of the sweep has pe=nope"));
+}
+
 TEST_CASE("sweep: with depth_search a deeper run waits for the shallower runs of its configuration", "[pack][sweep]") {
   const TempDir d("depth_wait");
   std::string text = kSweep;

@@ -129,6 +129,24 @@ TEST_CASE("sweep: shards take every n-th run", "[sweep]") {
   CHECK_THROWS_WITH(pb::shard_indices(7, "a/b"), Contains("--shard 'a/b'"));
 }
 
+TEST_CASE("sweep: --only keeps the runs with the listed values of every key", "[sweep]") {
+  const pb::Sweep s = parse(
+      "[sweep]\nname = \"t\"\ntask = \"flipflop\"\nseeds = [0, 1]\n[base]\nsteps = 5\n[grid]\n"
+      "pe = [\"rope\", \"path\", \"sba\"]\nlr = [3e-4, 1e-3]\n");  // 12 runs: seed, pe, lr
+  REQUIRE(s.runs.size() == 12);
+  CHECK(s.runs[3].values == std::map<std::string, std::string>{{"seed", "0"}, {"pe", "path"}, {"lr", "0.001"}});
+  CHECK(pb::select_runs(s, {}).size() == 12);
+  CHECK(pb::select_runs(s, {"pe=path"}) == std::vector<size_t>{2, 3, 8, 9});
+  // Values of one filter are alternatives, filters all hold; numbers compare by value.
+  CHECK(pb::select_runs(s, {"pe=sba,rope", "lr=1e-3"}) == std::vector<size_t>{1, 5, 7, 11});
+  CHECK(pb::select_runs(s, {"lr=3E-4", "seed=1"}) == std::vector<size_t>{6, 8, 10});
+  CHECK_THROWS_WITH(pb::select_runs(s, {"pe=pth"}), Contains("--only 'pe=pth': no run of the sweep has pe=pth"));
+  CHECK_THROWS_WITH(pb::select_runs(s, {"steps=5"}),
+                    Contains("'steps' is not a list of the sweep; its lists: lr, pe, seed"));
+  for (const char* bad : {"pe", "=rope", "pe="})
+    CHECK_THROWS_WITH(pb::select_runs(s, {bad}), Contains("expected KEY=VALUE"));
+}
+
 TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
   const std::string head = "[sweep]\nname = \"t\"\ntask = \"flipflop\"\n";
   CHECK_THROWS_WITH(parse(head + "[base]\nlayerz = 2\n"),
