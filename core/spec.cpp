@@ -20,6 +20,16 @@ bool parse_float(std::string_view s, double& out) {
   return ec == std::errc() && p == s.data() + s.size() && std::isfinite(out);
 }
 
+std::vector<std::string> split_commas(std::string_view text) {
+  std::vector<std::string> items;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    items.emplace_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return items;
+}
+
 static std::string join_keys(const std::vector<ParamDef>& params) {
   std::string s;
   for (const auto& p : params) s += (s.empty() ? "" : ", ") + p.key;

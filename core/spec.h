@@ -65,4 +65,7 @@ std::vector<std::pair<std::string, std::string>> spec_items(std::string_view tex
 bool parse_int(std::string_view s, int64_t& out);
 bool parse_float(std::string_view s, double& out);
 
+// The items of a comma-separated list, empty ones kept: "a,,b" -> {"a", "", "b"}, "" -> {""}.
+std::vector<std::string> split_commas(std::string_view text);
+
 }  // namespace pb

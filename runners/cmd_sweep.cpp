@@ -58,15 +58,12 @@ std::vector<int> parse_gpus(const std::string& text) {
     for (int g = 0; g < n; ++g) gpus.push_back(g);
     return gpus;
   }
-  for (size_t start = 0; start <= text.size();) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, end - start);
+  for (const std::string& item : split_commas(text)) {
     int g = -1;
     const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
     if (ec != std::errc() || p != item.data() + item.size() || g < 0 || g >= n)
       fail("--gpus needs 'all' or device indices 0..{} separated by commas, got '{}'", n - 1, text);
     gpus.push_back(g);
-    start = end + 1;
   }
   return gpus;
 }

@@ -338,12 +338,7 @@ std::vector<size_t> select_runs(const Sweep& sweep, const std::vector<std::strin
       for (const auto& [k, v] : keys) names.push_back(k);
       fail("--only '{}': '{}' is not a list of the sweep; its lists: {}", filter, key, fmt::join(names, ", "));
     }
-    std::vector<std::string> wanted;
-    for (size_t start = eq + 1; start <= filter.size();) {
-      const size_t end = std::min(filter.find(',', start), filter.size());
-      wanted.push_back(filter.substr(start, end - start));
-      start = end + 1;
-    }
+    const std::vector<std::string> wanted = split_commas(std::string_view(filter).substr(eq + 1));
     for (const std::string& w : wanted)
       if (std::none_of(sweep.runs.begin(), sweep.runs.end(),
                        [&](const SweepRun& r) { return same_value(r.values.at(key), w); }))

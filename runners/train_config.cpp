@@ -151,10 +151,7 @@ void resolve_stopping(TrainConfig& c) {
 // outside 1 … 2^30.
 std::vector<std::pair<std::string, int>> eval_size_items(const std::string& text) {
   std::vector<std::pair<std::string, int>> items;
-  for (size_t at = 0; at <= text.size();) {
-    const size_t end = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, end - at);
-    at = end + 1;
+  for (const std::string& item : split_commas(text)) {
     const auto eq = item.find('=');
     int64_t n = 0;
     if (eq == std::string::npos || !parse_int(std::string_view(item).substr(eq + 1), n) || n < 1 || n > (1 << 30))
@@ -223,10 +220,7 @@ int final_eval_n(const TrainConfig& c, const std::string& split) {
 std::vector<int> eval_lens(const TrainConfig& c) {
   std::vector<int> lens;
   if (c.eval_lens.empty()) return lens;
-  for (size_t at = 0; at <= c.eval_lens.size();) {
-    const size_t end = std::min(c.eval_lens.find(',', at), c.eval_lens.size());
-    const std::string item = c.eval_lens.substr(at, end - at);
-    at = end + 1;
+  for (const std::string& item : split_commas(c.eval_lens)) {
     int64_t len = 0;
     if (!parse_int(item, len) || len < 1 || len > INT_MAX)
       fail("--eval-lens '{}': expected lengths L,... with L >= 1, got '{}'", c.eval_lens, item);

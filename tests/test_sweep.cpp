@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/spec.h"
 #include "runners/scheduler.h"
 #include "runners/sweep.h"
 
@@ -127,6 +128,13 @@ TEST_CASE("sweep: shards take every n-th run", "[sweep]") {
   CHECK(pb::shard_indices(2, "2/3").empty());
   CHECK_THROWS_WITH(pb::shard_indices(7, "3/3"), Contains("expected i/n with 0 <= i < n"));
   CHECK_THROWS_WITH(pb::shard_indices(7, "a/b"), Contains("--shard 'a/b'"));
+}
+
+TEST_CASE("split_commas: the items of a comma-separated list, empty ones kept", "[sweep]") {
+  using Items = std::vector<std::string>;
+  CHECK(pb::split_commas("rope,path") == Items{"rope", "path"});
+  CHECK(pb::split_commas("a,,b,") == Items{"a", "", "b", ""});
+  CHECK(pb::split_commas("") == Items{""});
 }
 
 TEST_CASE("sweep: --only keeps the runs with the listed values of every key", "[sweep]") {
