@@ -211,8 +211,8 @@ budget_tables() {
 }
 
 # PaTH Figure 2 top as tables: recall accuracy on test against N, lr chosen on val per encoding and
-# N, and every learning rate per seed; the pilots' (one seed, one lr) when they have run. Nothing
-# until a sweep has results.
+# N, every learning rate per seed, and the step at which each run learned; the pilots' (one seed,
+# one lr) when they have run. Nothing until a sweep has results.
 mqrar_tables() {
   local s d
   for s in paper-mqrar paper-mqrar-pilot paper-mqrar-pilot2; do
@@ -221,7 +221,7 @@ mqrar_tables() {
     tables() {
       echo "# $s: tables"
       echo
-      echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. Accuracy on the scored"
+      echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv, seqstats.csv and history.csv. Accuracy on the scored"
       echo "positions of test, in %; the learning rate chosen per encoding and N on val."
       echo
       "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --best-over lr --select-on val --percent
@@ -234,6 +234,18 @@ mqrar_tables() {
         echo
         "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --where lr=$lr --percent --per-seed
       done
+      echo
+      echo "## How fast: the first periodic evaluation with val acc ≥ 0.99 (the stopping rule), every run"
+      echo
+      echo "A fixed budget says whether a run learned; this says when. Periodic evaluations read eval_every_n"
+      echo "sequences of val (runs.csv)."
+      echo
+      python3 scripts/first_step.py $d/history.csv --split val --metric acc --at 0.99 --rows pe_name --cols task_n_back
+      echo
+      echo "## Every run: first step with val acc ≥ 0.5, 0.9 and 0.99"
+      echo
+      python3 scripts/first_step.py $d/history.csv --split val --metric acc --at 0.5 0.9 0.99 \
+        --rows pe_name,task_n_back,lr
     }
     atomic $d/tables.md tables
     "$PB" plot $d/evals.csv --figure acc-vs --x task_n_back --split test -o $d/acc-vs-n.svg
