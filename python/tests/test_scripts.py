@@ -59,6 +59,19 @@ class FirstStep(unittest.TestCase):
         out = self.run_script("--split", "val", "--metric", "seq_acc", "--at", "0.9", "0.99", "--cols", "lr")
         self.assertEqual(out.returncode, 2)
 
+    def test_where_keeps_the_matching_runs(self):
+        out = self.run_script("--split", "val", "--metric", "seq_acc", "--at", "0.9", "--where", "pe=rope")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        self.assertEqual(rows[1:], ["| rope | 0.001 | 0 | 1000 |"])
+
+    def test_a_missing_file_is_an_error(self):
+        out = subprocess.run([sys.executable, SCRIPT, "/nonexistent/history.csv", "--split", "val", "--metric",
+                              "seq_acc", "--at", "0.9"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertEqual(out.stderr.strip().splitlines(), ["first_step.py: cannot read /nonexistent/history.csv: "
+                                                           "No such file or directory"])
+
     def test_a_missing_column_is_an_error(self):
         out = self.run_script("--split", "val", "--metric", "loss", "--at", "1")
         self.assertEqual(out.returncode, 2)
