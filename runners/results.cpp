@@ -236,15 +236,15 @@ std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>&
     const auto t = by_tie.find(key);
     const double tie = t == by_tie.end() ? 0.0 : t->second.mean;
     const auto n = seeds_note.find(g);
-    auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}, n == seeds_note.end() ? "" : n->second});
-    if (fresh) continue;
+    auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}, n == seeds_note.end() ? "" : n->second, {}});
     Choice& c = it->second;
-    if (st.mean == c.mean) {
+    if (!fresh && st.mean == c.mean) {
       c.ties.push_back(key.back());
       if (tie < c.tie) c.value = key.back(), c.tie = tie;
-    } else if (lower_is_better ? st.mean < c.mean : st.mean > c.mean) {
-      c = Choice{key.back(), st.mean, tie, {key.back()}, c.seeds};
+    } else if (!fresh && (lower_is_better ? st.mean < c.mean : st.mean > c.mean)) {
+      c.value = key.back(), c.mean = st.mean, c.tie = tie, c.ties = {key.back()};
     }
+    c.values.push_back(key.back());  // by_value is in value order within a group
   }
   return out;
 }
@@ -309,6 +309,9 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
       note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
                           tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
     if (!c.seeds.empty()) note += "; " + c.seeds;
+    if (c.values.size() >= 3 && (c.value == c.values.front() || c.value == c.values.back()))
+      note += fmt::format("; the {} of {} values: not bracketed", c.value == c.values.front() ? "lowest" : "highest",
+                          c.values.size());
     note += ")\n";
   }
   return out;

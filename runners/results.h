@@ -74,12 +74,14 @@ Cells aggregate(const Csv& csv, const std::vector<size_t>& rows, const std::vect
 // group (values of the `group` columns), the value of `best_over` with the best mean `metric` over
 // seeds on the rows `select`. Values whose means are equal tie (a saturated metric: 0 errors at
 // several learning rates); `tie_break` (a column, lower is better; "" for none) picks among them,
-// and `ties` lists them all, in value order.
+// and `ties` lists them all, in value order. `values` lists every value compared: a choice at
+// either end of three or more is one the grid does not bracket.
 struct Choice {
   std::string value;
   double mean = 0, tie = 0;         // of the metric and of the tie-break column, for `value`
   std::vector<std::string> ties;    // every value whose metric mean equals `mean`
   std::string seeds;                // set when the values were compared on some of their seeds only
+  std::vector<std::string> values;  // every value compared, in value order
 };
 std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>& select,
                                       const std::vector<std::string>& group, const std::string& metric,
@@ -93,7 +95,8 @@ struct BestOver {
 // The rows of `rows` that hold the choice of `choose`: per group of `keys` other than the split,
 // the value of o.key with the best mean metric on split o.select_on (in runs.csv, the column
 // <metric>_<select_on>), ties broken by the lower mean loss there when the CSV has one. `note`
-// gets the choices, with every tied value. `name` names the CSV in errors.
+// gets the choices, with every tied value, and marks a choice at the lowest or highest of three or
+// more values compared (the optimum may lie beyond the grid). `name` names the CSV in errors.
 std::vector<size_t> chosen_rows(const Csv& csv, const std::string& name, const BestOver& o,
                                 const std::string& metric, const std::vector<std::string>& keys,
                                 const std::vector<size_t>& rows, bool lower, std::string& note);

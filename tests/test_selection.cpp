@@ -1,6 +1,7 @@
 // --best-over's choice (runners/results.cpp, choose): the values of a hyperparameter are compared
 // on the seeds they all have, so a learning rate with fewer finished seeds is not compared on a
-// different sample (docs/statistics.md, Selection).
+// different sample, and a choice at an end of the values compared is marked (docs/statistics.md,
+// Selection).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -46,4 +47,35 @@ TEST_CASE("best-over: values compared on their shared seeds, the note says which
   CHECK_THAT(r.out, Contains("- pe=fox: lr = 0.0003 (0.96; compared on seed 0, those every lr has)"));
   CHECK_THAT(r.out, Contains("- pe=rope: lr = 0.001 (0.6; no seed shared by every lr: means over different seeds)"));
   CHECK_THAT(r.out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
+}
+
+TEST_CASE("best-over: a choice at either end of three or more values is marked not bracketed", "[sweep]") {
+  pb::Csv c;
+  c.header = {"pe", "lr", "seed", "split", "acc"};
+  // rope is best at the lowest of three rates, path inside them, fox at the highest; nope has two
+  // rates, where every choice is at an end, and is not marked.
+  const std::vector<std::string> lrs = {"0.0001", "0.0003", "0.001"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> acc = {
+      {"rope", {"0.9", "0.8", "0.7"}}, {"path", {"0.8", "0.9", "0.7"}}, {"fox", {"0.7", "0.8", "0.9"}}};
+  for (const auto& [pe, a] : acc)
+    for (size_t i = 0; i < lrs.size(); ++i) c.rows.push_back({pe, lrs[i], "0", "val", a[i]});
+  c.rows.push_back({"nope", "0.0003", "0", "val", "0.2"});
+  c.rows.push_back({"nope", "0.001", "0", "val", "0.1"});
+  std::vector<size_t> all(c.rows.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const auto choices = pb::choose(c, all, {"pe"}, "acc", "lr", false, "");
+  CHECK(choices.at({"rope"}).values == lrs);
+  CHECK(choices.at({"path"}).value == "0.0003");
+  CHECK(choices.at({"nope"}).values == std::vector<std::string>{"0.0003", "0.001"});
+
+  const pb::test::TempDir tmp("bracket");
+  const std::string csv = tmp.file("evals.csv");
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  const auto r = pb::test::run_pathbench("table " + csv + " --rows pe --cols split --best-over lr --metric acc");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Contains("- pe=rope: lr = 0.0001 (0.9; the lowest of 3 values: not bracketed)\n"));
+  CHECK_THAT(r.out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
+  CHECK_THAT(r.out, Contains("- pe=fox: lr = 0.001 (0.9; the highest of 3 values: not bracketed)\n"));
+  CHECK_THAT(r.out, Contains("- pe=nope: lr = 0.0003 (0.2)\n"));
 }
