@@ -14,6 +14,27 @@
 
 using Catch::Matchers::Contains;
 
+namespace {
+
+std::vector<size_t> every_row(const pb::Csv& c) {
+  std::vector<size_t> all(c.rows.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  return all;
+}
+
+// `pathbench table --rows pe --cols split --best-over lr` on `c`, written to a fresh evals.csv.
+std::string best_lr_table(const pb::Csv& c) {
+  const pb::test::TempDir tmp("selection");
+  const std::string csv = tmp.file("evals.csv");
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  const auto r = pb::test::run_pathbench("table " + csv + " --rows pe --cols split --best-over lr --metric acc");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return r.out;
+}
+
+}  // namespace
+
 TEST_CASE("best-over: values compared on their shared seeds, the note says which", "[sweep]") {
   pb::Csv c;
   c.header = {"pe", "lr", "seed", "split", "acc"};
@@ -24,9 +45,7 @@ TEST_CASE("best-over: values compared on their shared seeds, the note says which
             {"rope", "0.001", "0", "val", "0.6"},  {"path", "0.0003", "0", "val", "0.9"},
             {"path", "0.001", "0", "val", "0.8"},  {"path", "0.0003", "1", "val", "0.9"},
             {"path", "0.001", "1", "val", "0.8"}};
-  std::vector<size_t> all(c.rows.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  const auto choices = pb::choose(c, all, {"pe"}, "acc", "lr", false, "");
+  const auto choices = pb::choose(c, every_row(c), {"pe"}, "acc", "lr", false, "");
   const auto& fox = choices.at({"fox"});
   CHECK(fox.value == "0.0003");
   CHECK(fox.mean == Approx(0.96));
@@ -37,16 +56,11 @@ TEST_CASE("best-over: values compared on their shared seeds, the note says which
   CHECK(choices.at({"path"}).seeds.empty());
 
   // The table reports the chosen rate's every seed and says how it was chosen.
-  const pb::test::TempDir tmp("selection");
-  const std::string csv = tmp.file("evals.csv");
-  pb::write_file_atomic(csv, pb::write_csv(c));
-  const auto r = pb::test::run_pathbench("table " + csv + " --rows pe --cols split --best-over lr --metric acc");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Contains("| fox | 0.930 ± 0.042 (n=2) |"));
-  CHECK_THAT(r.out, Contains("- pe=fox: lr = 0.0003 (0.96; compared on seed 0, those every lr has)"));
-  CHECK_THAT(r.out, Contains("- pe=rope: lr = 0.001 (0.6; no seed shared by every lr: means over different seeds)"));
-  CHECK_THAT(r.out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
+  const std::string out = best_lr_table(c);
+  CHECK_THAT(out, Contains("| fox | 0.930 ± 0.042 (n=2) |"));
+  CHECK_THAT(out, Contains("- pe=fox: lr = 0.0003 (0.96; compared on seed 0, those every lr has)"));
+  CHECK_THAT(out, Contains("- pe=rope: lr = 0.001 (0.6; no seed shared by every lr: means over different seeds)"));
+  CHECK_THAT(out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
 }
 
 TEST_CASE("best-over: a choice at either end of three or more values is marked not bracketed", "[sweep]") {
@@ -61,21 +75,14 @@ TEST_CASE("best-over: a choice at either end of three or more values is marked n
     for (size_t i = 0; i < lrs.size(); ++i) c.rows.push_back({pe, lrs[i], "0", "val", a[i]});
   c.rows.push_back({"nope", "0.0003", "0", "val", "0.2"});
   c.rows.push_back({"nope", "0.001", "0", "val", "0.1"});
-  std::vector<size_t> all(c.rows.size());
-  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  const auto choices = pb::choose(c, all, {"pe"}, "acc", "lr", false, "");
+  const auto choices = pb::choose(c, every_row(c), {"pe"}, "acc", "lr", false, "");
   CHECK(choices.at({"rope"}).values == lrs);
   CHECK(choices.at({"path"}).value == "0.0003");
   CHECK(choices.at({"nope"}).values == std::vector<std::string>{"0.0003", "0.001"});
 
-  const pb::test::TempDir tmp("bracket");
-  const std::string csv = tmp.file("evals.csv");
-  pb::write_file_atomic(csv, pb::write_csv(c));
-  const auto r = pb::test::run_pathbench("table " + csv + " --rows pe --cols split --best-over lr --metric acc");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Contains("- pe=rope: lr = 0.0001 (0.9; the lowest of 3 values: not bracketed)\n"));
-  CHECK_THAT(r.out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
-  CHECK_THAT(r.out, Contains("- pe=fox: lr = 0.001 (0.9; the highest of 3 values: not bracketed)\n"));
-  CHECK_THAT(r.out, Contains("- pe=nope: lr = 0.0003 (0.2)\n"));
+  const std::string out = best_lr_table(c);
+  CHECK_THAT(out, Contains("- pe=rope: lr = 0.0001 (0.9; the lowest of 3 values: not bracketed)\n"));
+  CHECK_THAT(out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
+  CHECK_THAT(out, Contains("- pe=fox: lr = 0.001 (0.9; the highest of 3 values: not bracketed)\n"));
+  CHECK_THAT(out, Contains("- pe=nope: lr = 0.0003 (0.2)\n"));
 }
