@@ -25,6 +25,12 @@ FLIPFLOP_SWEEPS="paper-flipflop diag-flipflop-rope"
 
 # Writes $2 from the output of the command $1.. atomically (a failed table leaves the old file).
 atomic() { local out=$1; shift; "$@" >"$out.tmp" && mv "$out.tmp" "$out"; }
+# scripts/first_step.py with its rows in the order of the encoding registry (`pathbench list`), as `table` orders them.
+first_step() {
+  local order
+  order=$("$PB" list | awk '/^position encodings/ {on = 1; next} on && /^  [^ ]/ {print $1}' | paste -sd, -)
+  python3 scripts/first_step.py "$@" --order pe="$order" --order pe_name="$order"
+}
 
 flipflop_tables() {
   local d=results/paper-flipflop w s lr
@@ -159,7 +165,7 @@ a5_tables() {
     echo
     echo "## Length 8, two layers: how fast each run learned (first evaluation at 50 % and 90 % val seq_acc)"
     echo
-    python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.5 0.9 --where task_len=8 \
+    first_step $d/history.csv --split val --metric seq_acc --at 0.5 0.9 --where task_len=8 \
       --where layers=2
     for layers in 2 3; do
       echo
@@ -167,7 +173,7 @@ a5_tables() {
       echo
       echo "Runs the depth search skipped (a shallower depth of their configuration passed) are absent."
       echo
-      python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.9 --rows pe --cols task_len \
+      first_step $d/history.csv --split val --metric seq_acc --at 0.9 --rows pe --cols task_len \
         --where layers=$layers
     done
   }
@@ -204,7 +210,7 @@ budget_tables() {
     echo
     echo "## First evaluated step with val seq_acc ≥ 0.9 and ≥ 0.99 (periodic evaluations read 1,024 sequences)"
     echo
-    python3 scripts/first_step.py $d/history.csv --split val --metric seq_acc --at 0.9 0.99
+    first_step $d/history.csv --split val --metric seq_acc --at 0.9 0.99
   }
   atomic $d/tables.md budget
   "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc -o $d/curves-val.svg
@@ -240,11 +246,11 @@ mqrar_tables() {
       echo "A fixed budget says whether a run learned; this says when. Periodic evaluations read eval_every_n"
       echo "sequences of val (runs.csv)."
       echo
-      python3 scripts/first_step.py $d/history.csv --split val --metric acc --at 0.99 --rows pe_name --cols task_n_back
+      first_step $d/history.csv --split val --metric acc --at 0.99 --rows pe_name --cols task_n_back
       echo
       echo "## Every run: first step with val acc ≥ 0.5, 0.9 and 0.99"
       echo
-      python3 scripts/first_step.py $d/history.csv --split val --metric acc --at 0.5 0.9 0.99 \
+      first_step $d/history.csv --split val --metric acc --at 0.5 0.9 0.99 \
         --rows pe_name,task_n_back,lr
     }
     atomic $d/tables.md tables

@@ -65,6 +65,20 @@ class FirstStep(unittest.TestCase):
         rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
         self.assertEqual(rows[1:], ["| rope | 0.001 | 0 | 1000 |"])
 
+    def test_order_puts_the_listed_values_first_in_their_order(self):
+        def rows(*order):
+            out = self.run_script("--split", "val", "--metric", "seq_acc", "--at", "0.9", *order)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return [line.split(" | ")[0] for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        self.assertEqual(rows()[1:], ["| path", "| rope"])
+        self.assertEqual(rows("--order", "pe=rope,path")[1:], ["| rope", "| path"])
+        self.assertEqual(rows("--order", "pe=rope")[1:], ["| rope", "| path"])  # unlisted values after
+
+    def test_a_malformed_option_is_an_error(self):
+        out = self.run_script("--split", "val", "--metric", "seq_acc", "--at", "0.9", "--order", "pe")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("'pe' is not COLUMN=VALUE", out.stderr)
+
     def test_a_missing_file_is_an_error(self):
         out = subprocess.run([sys.executable, SCRIPT, "/nonexistent/history.csv", "--split", "val", "--metric",
                               "seq_acc", "--at", "0.9"], capture_output=True, text=True)
