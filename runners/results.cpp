@@ -238,13 +238,14 @@ std::map<Key, Choice, KeyLess> choose(const Csv& csv, const std::vector<size_t>&
     const auto n = seeds_note.find(g);
     auto [it, fresh] = out.emplace(g, Choice{key.back(), st.mean, tie, {key.back()}, n == seeds_note.end() ? "" : n->second, {}});
     Choice& c = it->second;
-    if (!fresh && st.mean == c.mean) {
+    c.values.push_back(key.back());  // by_value is in value order within a group
+    if (fresh) continue;
+    if (st.mean == c.mean) {
       c.ties.push_back(key.back());
       if (tie < c.tie) c.value = key.back(), c.tie = tie;
-    } else if (!fresh && (lower_is_better ? st.mean < c.mean : st.mean > c.mean)) {
+    } else if (lower_is_better ? st.mean < c.mean : st.mean > c.mean) {
       c.value = key.back(), c.mean = st.mean, c.tie = tie, c.ties = {key.back()};
     }
-    c.values.push_back(key.back());  // by_value is in value order within a group
   }
   return out;
 }
