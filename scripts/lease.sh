@@ -52,7 +52,8 @@ log=runs/$s.log pidfile=runs/$s.pid
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # results/SWEEP/records.tgz into runs/SWEEP without mixing two attempts of a run (see `unpack` above):
 # a run is taken whole from one side. Files of the sweep itself (grid.json, sweep.toml) are taken
-# from the pack only where missing here.
+# from the pack where missing here or newer there (tar keeps their times): `sweep` rewrites
+# sweep.toml at every start, so the records carry the sweep file their latest runs ran under.
 unpack() {
   [[ -f results/$s/records.tgz ]] || return 0
   mkdir -p runs/"$s"
@@ -65,8 +66,10 @@ unpack() {
       [[ -f runs/$s/$id/result.json ]] && continue
       [[ -d runs/$s/$id && ! -f $p/result.json ]] && continue
       rm -rf runs/"$s"/"$id"
+    elif [[ -e runs/$s/$id && ! $p -nt runs/$s/$id ]]; then
+      continue
     fi
-    [[ -e runs/$s/$id ]] || mv "$p" runs/"$s"/"$id"
+    mv -f "$p" runs/"$s"/"$id"
   done
   rm -rf "$tmp"
 }

@@ -4,7 +4,8 @@
 # run that finishes while it is being packed goes in as pending (no result.json), never as its new
 # result.json beside older logs. `unpack`: a run finished here keeps every file, a run finished
 # only in the pack is taken whole from it (no file of the local attempt left beside it), a run
-# pending in both keeps its local files, and a run only here or only in the pack is kept or added.
+# pending in both keeps its local files, and a run only here or only in the pack is kept or added;
+# the sweep's own files (grid.json, sweep.toml) come from the pack where it has the newer one.
 # Before these rules an unpack on a machine whose sweep had gone on overwrote finished runs' logs
 # with their older, partial ones (results/paper-mqrar/README.md).
 # Usage: tests/records.sh (from the source tree's root; works in a temporary copy).
@@ -23,13 +24,16 @@ put b metrics.jsonl packed-b && put b result.json packed-b
 put c metrics.jsonl packed-c
 put e result.json packed-e
 echo packed-grid >runs/s/grid.json
+echo packed-sweep >runs/s/sweep.toml && touch -d '2026-01-02' runs/s/sweep.toml
+touch -d '2026-01-01' runs/s/grid.json
 mkdir -p results/s && tar czf results/s/records.tgz runs/s && rm -rf runs
 # Here: a finished since, b partial (a rerun), c further along, d only here, and a grid.
 put a metrics.jsonl local-a && put a result.json local-a
 put b metrics.jsonl local-b && put b ckpt.safetensors local-b
 put c metrics.jsonl local-c
 put d metrics.jsonl local-d
-echo local-grid >runs/s/grid.json
+echo local-grid >runs/s/grid.json && touch -d '2026-01-02' runs/s/grid.json
+echo local-sweep >runs/s/sweep.toml && touch -d '2026-01-01' runs/s/sweep.toml
 bash scripts/lease.sh unpack s
 fail=0
 expect() {  # FILE CONTENT|absent
@@ -46,6 +50,7 @@ expect c/metrics.jsonl local-c
 expect d/metrics.jsonl local-d
 expect e/result.json packed-e
 expect grid.json local-grid
+expect sweep.toml packed-sweep
 [[ -z $(find runs -name '.unpack.*') ]] || { echo "a temporary folder was left in runs/"; fail=1; }
 # A fresh machine (no runs/) gets the pack as it is.
 rm -rf runs && bash scripts/lease.sh unpack s
