@@ -18,7 +18,7 @@ cp "$src"/scripts/lease.sh "$t"/scripts/
 touch "$t"/sweeps/s.toml
 cd "$t"
 put() { mkdir -p "runs/s/$1" && echo "$3" >"runs/s/$1/$2"; }
-# The pack: a (partial), b (finished), c (partial), e (finished), and the sweep's grid.
+# The pack: a (partial), b (finished), c (partial), e (finished), the sweep's grid (older than here) and sweep.toml (newer).
 put a metrics.jsonl packed-a
 put b metrics.jsonl packed-b && put b result.json packed-b
 put c metrics.jsonl packed-c
@@ -27,7 +27,7 @@ echo packed-grid >runs/s/grid.json
 echo packed-sweep >runs/s/sweep.toml && touch -d '2026-01-02' runs/s/sweep.toml
 touch -d '2026-01-01' runs/s/grid.json
 mkdir -p results/s && tar czf results/s/records.tgz runs/s && rm -rf runs
-# Here: a finished since, b partial (a rerun), c further along, d only here, and a grid.
+# Here: a finished since, b partial (a rerun), c further along, d only here, a grid and a sweep.toml.
 put a metrics.jsonl local-a && put a result.json local-a
 put b metrics.jsonl local-b && put b ckpt.safetensors local-b
 put c metrics.jsonl local-c
