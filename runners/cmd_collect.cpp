@@ -3,7 +3,8 @@
 // evaluation of eval.jsonl a row of evals.csv; every evaluation of eval.jsonl a row of
 // history.csv, except that a later evaluation of the same split, task and step replaces an earlier
 // one (the final evaluation of a run stopped at a periodic one); the per-sequence error counts of
-// those last evaluations rows of seqstats.csv.
+// those last evaluations rows of seqstats.csv, and their accuracy by recall distance, where
+// recorded, rows of distances.csv (a row per range of distances).
 // Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
 // result.json an object with a status and numeric measurements, config.json an object with task
 // and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
@@ -44,6 +45,16 @@ const std::vector<std::string> kEvalColumns = {
     "error_rate", "acc_ci_low", "acc_ci_high", "loss", "mlp_ratio", "warmup", "weight_decay", "grad_clip",
     "precision", "eval_every", "eval_every_n", "eval_batch", "stop_at", "patience", "patience_on", "eval_sizes",
     "eval_lens", "init_from", "kv_conv", "stop"};
+
+// distances.csv: a row per distance range of a last evaluation that recorded accuracy by distance
+// (eval.jsonl's by_distance): evals.csv's columns with the range's counts (n its scored targets,
+// acc, error_rate and the Wilson interval; no sequence measures or loss) and the range, from ≤
+// distance < to.
+std::vector<std::string> distance_columns() {
+  std::vector<std::string> c = kEvalColumns;
+  c.insert(std::find(c.begin(), c.end(), "split") + 1, {"distance_from", "distance_to"});
+  return c;
+}
 
 // Per-sequence error counts of the last evaluations that recorded them (runners/bootstrap.h):
 // one row per evaluation, `bins` = "wrong:scored:sequences ..." (space-separated).
@@ -175,8 +186,31 @@ void check_one_attempt(const fs::path& dir, const json& result, const json& conf
     mixed(fmt::format("metrics.jsonl ends at step {}, result.json at {}", logged, steps));
 }
 
+// The ranges of an evaluation's by_distance (none when it has none) as (from, to, the evaluation
+// with that range's acc and n, without its other measures); a malformed entry is a one-line error
+// naming `where`.
+std::vector<std::tuple<int64_t, int64_t, json>> distance_ranges(const json& e, const std::string& where) {
+  std::vector<std::tuple<int64_t, int64_t, json>> out;
+  if (!e.contains("by_distance")) return out;
+  const auto& ranges = e["by_distance"];
+  auto whole = [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; };
+  for (size_t i = 0; ranges.is_array() && i < ranges.size(); ++i) {
+    const json& r = ranges[i];
+    const bool ok = r.is_array() && r.size() == 4 && whole(r[0]) && whole(r[1]) && whole(r[2]) && whole(r[3]) &&
+                    r[0] < r[1] && r[2] <= r[3] && r[3] > 0;
+    if (!ok) fail("{}: by_distance entries must be [from, to, correct, scored] with from < to, correct <= scored", where);
+    json range = e;
+    for (const char* k : {"seq_acc", "n_seqs", "loss", "by_distance", "seq_errors"}) range.erase(k);
+    range["n"] = r[3];
+    range["acc"] = r[2].get<double>() / r[3].get<double>();
+    out.emplace_back(r[0].get<int64_t>(), r[1].get<int64_t>(), std::move(range));
+  }
+  if (!ranges.is_array()) fail("{}: by_distance must be an array of [from, to, correct, scored]", where);
+  return out;
+}
+
 struct Tables {
-  std::vector<Row> runs, evals, history, seqstats;
+  std::vector<Row> runs, evals, history, seqstats, distances;
 };
 
 // Adds the rows of the run in `dir` (which has a result.json) to `t`. A failed run may lack
@@ -281,6 +315,11 @@ void collect_run(const fs::path& dir, Tables& t) {
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [key, e] : ordered) {
     t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
+    for (const auto& [from, to, range] : distance_ranges(e, evals)) {
+      Row row = eval_row(range, std::get<0>(key), std::get<2>(key));
+      row["distance_from"] = std::to_string(from), row["distance_to"] = std::to_string(to);
+      t.distances.push_back(std::move(row));
+    }
     if (!e.contains("seq_errors") || !e["seq_errors"].is_array()) continue;
     std::string bins;
     for (const auto& bin : e["seq_errors"]) {
@@ -341,16 +380,20 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   write_file_atomic((fs::path(out_dir) / "evals.csv").string(), write_csv(to_csv(t.evals, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "history.csv").string(), write_csv(to_csv(t.history, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "seqstats.csv").string(), write_csv(to_csv(t.seqstats, kSeqColumns)));
+  const fs::path distances = fs::path(out_dir) / "distances.csv";  // only where a run has them
+  if (t.distances.empty()) fs::remove(distances);
+  else write_file_atomic(distances.string(), write_csv(to_csv(t.distances, distance_columns())));
   fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/runs.csv, evals.csv, "
-             "history.csv, seqstats.csv; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
-             t.evals.size(), t.history.size(), out_dir, skipped);
+             "history.csv, seqstats.csv{}; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
+             t.evals.size(), t.history.size(), out_dir, t.distances.empty() ? "" : ", distances.csv", skipped);
 }
 
 }  // namespace
 
 void add_collect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("collect",
-                                 "Gather run directories into runs.csv, evals.csv, history.csv and seqstats.csv");
+                                 "Gather run directories into runs.csv, evals.csv, history.csv, seqstats.csv "
+                                 "(and distances.csv)");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
   cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")
       ->type_name("DIR")

@@ -28,7 +28,7 @@ TrainConfig read_run_config(const std::string& run) {
 template <class E>
 EvalResult evaluate_decoding(const Transformer<E>& model, const Task& task, int split, int n_examples,
                              int batch) {
-  EvalTally tally(task.splits()[split]);
+  EvalTally tally(task.splits()[split], task);
   const int T = task.seq_len(), V = model.config().vocab;
   Batch b;
   std::vector<int32_t> column(batch), target(batch), pred(size_t(batch) * T), argmax(batch);  // (B), (B), (B, T), (B)

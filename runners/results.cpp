@@ -458,7 +458,14 @@ const SeqHist* row_hist(const Csv& csv, const SeqStats& stats, size_t r) {
   if (stats.empty() || !csv.has("run_id") || !csv.has("task") || !csv.has("split")) return nullptr;
   const auto& row = csv.rows[r];
   const auto it = stats.find({row[csv.column("run_id")], row[csv.column("task")], row[csv.column("split")]});
-  return it == stats.end() ? nullptr : &it->second;
+  if (it == stats.end()) return nullptr;
+  // The counts are the row's only if their scored targets add up to its n (a row of distances.csv
+  // covers a part of its evaluation).
+  double n = 0;
+  if (!csv.has("n") || !parse_float(row[csv.column("n")], n)) return &it->second;
+  int64_t scored = 0;
+  for (const auto& b : it->second) scored += b.count * b.scored;
+  return double(scored) == n ? &it->second : nullptr;
 }
 
 CellInterval cell_interval(const Csv& csv, const SeqStats& stats, const std::vector<size_t>& rows, HistMetric m) {

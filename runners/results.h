@@ -120,7 +120,8 @@ using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, Seq
 // seqstats.csv in the directory of `evals_csv`; empty when there is none.
 SeqStats seqstats_beside(const std::string& evals_csv);
 // The counts of row `r` of an evals.csv; nullptr when seqstats has none (or the CSV lacks run_id,
-// task or split).
+// task or split), or when their scored targets do not sum to the row's n (a row of a part of the
+// evaluation, as in distances.csv).
 const SeqHist* row_hist(const Csv& csv, const SeqStats& stats, size_t r);
 
 constexpr int kBootstrapReplicates = 2000;

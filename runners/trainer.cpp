@@ -45,6 +45,11 @@ nlohmann::json EvalResult::to_json(bool with_seq_errors) const {
 nlohmann::json eval_row(const EvalResult& r, int step, const Task& task, bool with_seq_errors) {
   auto row = r.to_json(with_seq_errors);
   row["step"] = step, row["split"] = r.split, row["task"] = task.spec().canonical(), row["len"] = task.seq_len();
+  if (r.by_distance.empty()) return row;
+  row["by_distance"] = nlohmann::json::array();
+  for (size_t k = 0; k < r.by_distance.size(); ++k)
+    if (r.by_distance[k].second)
+      row["by_distance"].push_back({int64_t(1) << k, int64_t(2) << k, r.by_distance[k].first, r.by_distance[k].second});
   return row;
 }
 
@@ -414,7 +419,7 @@ EvalResult EvalTally::result() const {
 template <class E>
 EvalResult evaluate(Transformer<E>& model, const Task& task, int split, int n_examples, int batch,
                     std::vector<WrongSequence>* wrong) {
-  EvalTally tally(task.splits()[split]);
+  EvalTally tally(task.splits()[split], task);
   const int T = task.seq_len();
   Batch b;
   for (int first = 0; first < n_examples; first += batch) {

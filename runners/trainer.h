@@ -31,12 +31,17 @@ struct EvalResult {
   // (wrong, scored) -> sequences with `wrong` of their `scored` targets wrong: what a bootstrap
   // over sequences resamples (runners/bootstrap.h).
   std::map<std::pair<int64_t, int64_t>, int64_t> seq_errors;
+  // Accuracy by recall distance, for a task that defines it (Task::distances): entry k counts the
+  // scored targets at a distance in [2^k, 2^(k+1)) as (correct, scored); empty for other tasks.
+  std::vector<std::pair<int64_t, int64_t>> by_distance;
   // With seq_errors as "seq_errors": [[wrong, scored, sequences], ...] when asked.
   nlohmann::json to_json(bool with_seq_errors = false) const;
 };
 
-// A line of eval.jsonl (docs/run-format.md): `r` (with its per-sequence counts when asked) and the
-// step, split, task spec and sequence length it was evaluated at.
+// A line of eval.jsonl (docs/run-format.md): `r` (with its per-sequence counts when asked), its
+// accuracy by distance as "by_distance": [[from, to, correct, scored], ...] (non-empty ranges,
+// distances from ≤ d < to) where the task defines one, and the step, split, task spec and sequence
+// length it was evaluated at.
 nlohmann::json eval_row(const EvalResult& r, int step, const Task& task, bool with_seq_errors);
 
 // One evaluated sequence with at least one wrong scored target (`pathbench eval --errors`).
@@ -52,11 +57,13 @@ struct Batch {
 };
 
 // An evaluation summed batch by batch (evaluate, and evaluate_decoding in runners/decoding.h):
-// accuracy over scored targets, sequence accuracy with the per-sequence outcome counts, and the
-// mean loss over every position with a target.
+// accuracy over scored targets, sequence accuracy with the per-sequence outcome counts, the mean
+// loss over every position with a target, and accuracy by recall distance where `task` has one.
 class EvalTally {
  public:
-  explicit EvalTally(std::string split) { r_.split = std::move(split); }
+  EvalTally(std::string split, const Task& task) : task_(task), distance_(size_t(task.seq_len())) {
+    r_.split = std::move(split);
+  }
   // Adds the B sequences of `b` given their predictions and per-position losses, (B, T) each, the
   // first being example `first` of the split; with `wrong`, appends those with a wrong scored target.
   template <class L>
@@ -65,10 +72,12 @@ class EvalTally {
     for (int i = 0; i < B; ++i) {
       const size_t o = size_t(i) * T;
       int64_t n_wrong = 0, scored = 0;
+      const bool by_distance = task_.distances(&b.input[o], distance_.data());
       for (size_t p = o; p < o + T; ++p) {
         if (b.target[p] >= 0) loss_sum_ += losses[p], ++n_targets_;
         if (!b.scored[p]) continue;
         n_wrong += pred[p] != b.target[p], ++scored;
+        if (by_distance && distance_[p - o] > 0) count_distance(distance_[p - o], pred[p] == b.target[p]);
       }
       correct_ += scored - n_wrong, r_.n += scored, seq_ok_ += n_wrong == 0, ++r_.n_seqs;
       ++r_.seq_errors[{n_wrong, scored}];
@@ -81,6 +90,14 @@ class EvalTally {
   EvalResult result() const;
 
  private:
+  void count_distance(int32_t d, bool right) {
+    size_t k = 0;
+    while (d >> (k + 1)) ++k;  // 2^k <= d < 2^(k+1)
+    if (r_.by_distance.size() <= k) r_.by_distance.resize(k + 1);
+    r_.by_distance[k].first += right, ++r_.by_distance[k].second;
+  }
+  const Task& task_;
+  std::vector<int32_t> distance_;  // (T) of the sequence being added
   EvalResult r_;
   int64_t correct_ = 0, n_targets_ = 0, seq_ok_ = 0;
   double loss_sum_ = 0;

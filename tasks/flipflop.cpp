@@ -71,6 +71,15 @@ class FlipFlop final : public Task {
     out.scored[len_ - 1] = 0;
   }
 
+  bool distances(const int32_t* input, int32_t* distance) const override {
+    int written = -1;  // position of the last write's bit
+    for (int t = 0; t < len_; ++t) {
+      distance[t] = t % 2 == 0 && input[t] == kR && written >= 0 ? t - written : 0;
+      if (t % 2 == 0 && input[t] == kW) written = t + 1;
+    }
+    return true;
+  }
+
  private:
   static constexpr std::array<const char*, 4> kSplits = {"train", "val", "val_sparse", "val_dense"};
   Spec spec_;

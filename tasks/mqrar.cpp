@@ -3,6 +3,7 @@
 // value of its n_back-th most recent earlier assignment. Keys are tokens 0..n_keys-1, values
 // n_keys..n_keys+n_values-1.
 #include <array>
+#include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -64,6 +65,21 @@ class Mqrar final : public Task {
       out.scored[2 * j + 1] = 0;
       ring[slot] = value;
     }
+  }
+
+  bool distances(const int32_t* input, int32_t* distance) const override {
+    std::vector<int32_t> at(size_t(n_keys_) * n_back_);  // (n_keys, n_back) ring of value positions
+    std::vector<int64_t> count(n_keys_, 0);               // (n_keys,) assignments so far
+    for (int j = 0; j < len_ / 2; ++j) {
+      const int32_t key = input[2 * j];
+      const int64_t c = key >= 0 && key < n_keys_ ? count[key]++ : -1;  // a key token, else no target
+      int32_t* ring = c >= 0 ? &at[size_t(key) * n_back_] : nullptr;
+      const int slot = static_cast<int>(c % n_back_);
+      distance[2 * j] = c >= n_back_ ? 2 * j - ring[slot] : 0;
+      distance[2 * j + 1] = 0;
+      if (ring) ring[slot] = 2 * j + 1;
+    }
+    return true;
   }
 
  private:

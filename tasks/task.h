@@ -44,6 +44,13 @@ class Task {
   virtual int target_every() const { return 1; }
   // Extra facts for FILE.meta.json (e.g. each group element's permutation); may be empty.
   virtual nlohmann::json meta() const { return nlohmann::json::object(); }
+  // Where the task defines one, the recall distance of each scored target, from the example's
+  // `input` into `distance` (seq_len() each): t − p, p the one earlier position whose token the
+  // target at t repeats (mqrar: the recalled value; flipflop: the bit of the last write); 0 at
+  // the other positions. Returns false, writing nothing, for a task without one (a
+  // word problem's target depends on every earlier token). Evaluations report accuracy by
+  // distance (EvalResult::by_distance).
+  virtual bool distances(const int32_t* /*input*/, int32_t* /*distance*/) const { return false; }
 
   int split_index(std::string_view split) const;  // pb::Error listing the valid splits if unknown
   Example make_example(uint64_t seed, int split, uint64_t index) const;

@@ -240,6 +240,7 @@ TEST_CASE("cli: eval --decode --device cuda gives eval --device cuda's numbers",
     CHECK(dec["acc"] == par["acc"]);
     CHECK(dec["seq_acc"] == par["seq_acc"]);
     CHECK(dec["seq_errors"] == par["seq_errors"]);
+    CHECK(dec["by_distance"] == par["by_distance"]);
     const double loss = par["loss"].get<double>();
     CHECK(std::abs(dec["loss"].get<double>() - loss) <= 1e-5 * loss);
   }

@@ -142,6 +142,7 @@ TEST_CASE("eval --decode gives the accuracies of eval on trained runs, for every
       CHECK(d["acc"] == p["acc"]);
       CHECK(d["seq_acc"] == p["seq_acc"]);
       CHECK(d["seq_errors"] == p["seq_errors"]);
+      CHECK(d["by_distance"] == p["by_distance"]);
       CHECK(d["n"] == p["n"]);
       CHECK(std::abs(d["loss"].get<double>() - p["loss"].get<double>()) <= 1e-5 * p["loss"].get<double>());
     }

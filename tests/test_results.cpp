@@ -215,6 +215,13 @@ TEST_CASE("table: nested bootstrap intervals from seqstats.csv, bounds for zero 
   CHECK_THAT(cli({"table", csv, "--metric", "error_rate", "--per-seed"}),
              Contains("| rope | s0 0.1, s1 0.3 |") && Contains("| path | s0 0, s1 0 |"));
   CHECK_THAT(cli({"table", csv, "--metric", "n", "--per-seed"}), Contains("| rope | s0 10000, s1 10000 |"));  // not 1e+04
+  // Counts whose scored targets do not add up to the row's n are not the row's (a row of
+  // distances.csv covers a part of its evaluation): mean ± sd.
+  e.rows[0][6] = "4000";
+  pb::write_file_atomic(csv, pb::write_csv(e));
+  CHECK_THAT(cli(args), Contains("mean ± sd over seeds"));
+  e.rows[0][6] = "10000";
+  pb::write_file_atomic(csv, pb::write_csv(e));
   // A run without counts: the whole table falls back to mean ± sd.
   q.rows.pop_back();
   pb::write_file_atomic(seqs, pb::write_csv(q));
@@ -245,7 +252,7 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
                         "\"acc\": 0.8, \"seq_acc\": 0.4, \"n\": 50, \"n_seqs\": 5}\n"  // periodic, then the final
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10, "
-                        "\"seq_errors\": [[0, 10, 5], [2, 10, 5]]}\n"
+                        "\"seq_errors\": [[0, 10, 5], [2, 10, 5]], \"by_distance\": [[1, 2, 30, 40], [4, 8, 60, 60]]}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=16,p_ignore=0.8\", \"len\": 16, "
                         "\"acc\": 1, \"seq_acc\": 1, \"n\": 200, \"n_seqs\": 10}\n");
   pb::write_file_atomic((sweep / "bbbb" / "config.json").string(), R"({"task": "flipflop"})");  // pending
@@ -303,4 +310,34 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
   CHECK(seqs.header == std::vector<std::string>{"sweep", "run_id", "task", "split", "bins"});
   REQUIRE(seqs.rows.size() == 1);
   CHECK(seqs.rows[0] == std::vector<std::string>{"quick", "aaaa", "flipflop:len=8,p_ignore=0.8", "val", "0:10:5 2:10:5"});
+  // Accuracy by recall distance: a row per range of the last evaluations that have them, with
+  // evals.csv's labels; the range's n and accuracy, no sequence measures.
+  const pb::Csv dist = pb::read_csv(out + "/distances.csv");
+  REQUIRE(dist.rows.size() == 2);
+  CHECK(dist.header[dist.column("split") + 1] == "distance_from");
+  CHECK(dist.header[dist.column("split") + 2] == "distance_to");
+  CHECK(get(dist, 0, "run_id") == "aaaa");
+  CHECK(get(dist, 0, "pe_name") == "path");
+  CHECK(get(dist, 0, "task") == "flipflop:len=8,p_ignore=0.8");
+  CHECK(get(dist, 0, "distance_from") == "1");
+  CHECK(get(dist, 0, "distance_to") == "2");
+  CHECK(get(dist, 0, "n") == "40");
+  CHECK(get(dist, 0, "acc") == "0.75");
+  CHECK(get(dist, 0, "error_rate") == "0.25");
+  CHECK(get(dist, 0, "seq_acc").empty());
+  CHECK(get(dist, 1, "distance_from") == "4");
+  CHECK(get(dist, 1, "acc") == "1");
+  // table reads it like evals.csv; seqstats.csv's counts (the whole evaluation's) give no interval.
+  CHECK_THAT(cli({"table", out + "/distances.csv", "--rows", "distance_from", "--cols", "pe", "--metric", "acc"}),
+             Contains("mean ± sd over seeds") && Contains("| 1 | 0.750 (n=1) |") && Contains("| 4 | 1.000 (n=1) |"));
+  // A malformed range is a one-line error naming the file; without ranges the file goes.
+  const std::string jsonl = (sweep / "aaaa" / "eval.jsonl").string(), text = pb::read_file(jsonl);
+  const std::string ranges = ", \"by_distance\": [[1, 2, 30, 40], [4, 8, 60, 60]]";
+  auto with = [&](const std::string& r) { return std::string(text).replace(text.find(ranges), ranges.size(), r); };
+  pb::write_file_atomic(jsonl, with(", \"by_distance\": [[2, 2, 1, 1]]"));
+  CHECK_THROWS_WITH(cli({"collect", (d / "runs").string(), "-o", out}),
+                    Contains("eval.jsonl: by_distance entries must be [from, to, correct, scored]"));
+  pb::write_file_atomic(jsonl, with(""));
+  cli({"collect", (d / "runs").string(), "-o", out});
+  CHECK_FALSE(fs::exists(out + "/distances.csv"));
 }

@@ -330,6 +330,39 @@ TEST_CASE("mqrar: labels match a brute-force scan of the stream", "[tasks][mqrar
   }
 }
 
+TEST_CASE("distances: the recalled token by a backward scan (mqrar, flipflop); word problems have none", "[tasks]") {
+  for (const char* text : {"mqrar", "mqrar:n_keys=3,n_values=4,len=64,n_back=2", "mqrar:n_keys=5,len=100,n_back=3",
+                           "flipflop:len=64", "flipflop:len=200,p_ignore=0.98", "flipflop:len=4"}) {
+    const auto task = pb::make_task(text);
+    const bool mqrar = task->spec().name() == "mqrar";
+    const int n_back = mqrar ? int(task->spec().get_int("n_back")) : 1, n_t = task->seq_len();
+    std::vector<int32_t> distance(size_t(n_t), -7);
+    int64_t checked = 0;
+    for (int s = 0; s < 2; ++s)
+      for (uint64_t i = 0; i < 30; ++i) {
+        INFO(text << " split " << s << " index " << i);
+        const auto ex = task->make_example(9, s, i);
+        REQUIRE(task->distances(ex.input.data(), distance.data()));
+        for (int t = 0; t < n_t; ++t) {
+          INFO("t " << t);
+          int want = 0;  // mqrar: the n_back-th earlier assignment of the key; flipflop: the last w
+          for (int u = t - 2, found = 0; ex.scored[t] && u >= 0 && want == 0; u -= 2)
+            if (mqrar ? ex.input[u] == ex.input[t] && ++found == n_back : ex.input[u] == 0) want = t - (u + 1);
+          REQUIRE(distance[size_t(t)] == want);
+          if (!ex.scored[t]) continue;
+          REQUIRE(want > 0);
+          CHECK(ex.input[size_t(t - want)] == ex.target[size_t(t)]);  // the token the target repeats
+          ++checked;
+        }
+      }
+    CHECK(checked > 0);
+  }
+  std::vector<int32_t> distance(32, -7);
+  const auto wp = pb::make_task("wordproblem:len=8");
+  CHECK_FALSE(wp->distances(wp->make_example(9, 0, 0).input.data(), distance.data()));
+  CHECK(distance[0] == -7);  // nothing written
+}
+
 // ---- dataset files
 
 namespace {

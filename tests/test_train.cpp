@@ -124,6 +124,20 @@ TEST_CASE("train: --eval-sizes sizes the final evaluation per split, which recor
     const size_t end = text.find('\n', at);
     const auto e = nlohmann::json::parse(text.substr(at, end - at));
     at = end + 1;
+    // Accuracy by recall distance, at every evaluation: every scored read of flip-flop has one
+    // (the first instruction writes), so the ranges add up to the evaluation's n and accuracy.
+    int64_t in_ranges = 0, right = 0, to = 1;
+    for (const auto& r : e["by_distance"]) {
+      const int64_t from = r[0];
+      CHECK(from >= to);  // ascending powers of two, none empty
+      CHECK(r[1] == 2 * from);
+      CHECK((from & (from - 1)) == 0);
+      REQUIRE(r[3] > 0);
+      REQUIRE(r[2] <= r[3]);
+      to = r[1], right += r[2].get<int64_t>(), in_ranges += r[3].get<int64_t>();
+    }
+    CHECK(in_ranges == e["n"].get<int64_t>());
+    CHECK(double(right) / double(in_ranges) == Approx(e["acc"].get<double>()).epsilon(1e-12));
     if (e["step"] == 20) {  // periodic: eval_every_n sequences, no counts
       ++periodic;
       CHECK(e["n_seqs"] == 16);
@@ -148,6 +162,43 @@ TEST_CASE("train: --eval-sizes sizes the final evaluation per split, which recor
   CHECK(periodic == 3);
   CHECK(final == 3);
   CHECK(read_json(c.out + "/config.json")["eval_sizes"] == "val=24,val_sparse=40");
+}
+
+TEST_CASE("eval: accuracy by distance counts each scored target in the range of its distance", "[train]") {
+  for (const char* spec : {"mqrar:n_keys=3,n_values=4,len=64,n_back=2", "flipflop:len=200,p_ignore=0.98"}) {
+    INFO(spec);
+    const auto task = make_task(spec);
+    const int B = 8, T = task->seq_len();
+    Batch b;
+    fill_batch(b, *task, kEvalSeed, 1, 0, B);
+    std::vector<int32_t> pred = b.target;  // (B, T): every third scored target made wrong below
+    std::vector<int32_t> distance(static_cast<size_t>(T));  // (T) of one sequence
+    const std::vector<float> losses(size_t(B) * T, 0.f);
+    std::map<int64_t, std::pair<int64_t, int64_t>> want;  // from -> (correct, scored)
+    int64_t scored = 0;
+    for (int i = 0; i < B; ++i) {
+      REQUIRE(task->distances(&b.input[size_t(i) * T], distance.data()));
+      for (int t = 0; t < T; ++t) {
+        const size_t p = size_t(i) * T + t;
+        if (!b.scored[p]) continue;
+        const bool right = scored++ % 3 != 0;
+        if (!right) pred[p] = (b.target[p] + 1) % task->vocab_size();
+        int64_t from = 1;
+        while (2 * from <= distance[size_t(t)]) from *= 2;
+        want[from].first += right, ++want[from].second;
+      }
+    }
+    EvalTally tally("val", *task);
+    tally.add(b, B, T, pred.data(), losses.data(), 0);
+    const auto row = eval_row(tally.result(), 0, *task, false);
+    std::map<int64_t, std::pair<int64_t, int64_t>> got;
+    for (const auto& r : row["by_distance"]) {
+      CHECK(r[1] == 2 * r[0].get<int64_t>());
+      got[r[0]] = {r[2], r[3]};
+    }
+    CHECK(got == want);
+    CHECK(want.size() >= 3);
+  }
 }
 
 TEST_CASE("train: --eval-lens evaluates the final model at other lengths, on as many tokens", "[train]") {
@@ -191,6 +242,7 @@ TEST_CASE("train: --eval-lens evaluates the final model at other lengths, on as 
   for (size_t at = 0; at < wp.size(); at = wp.find('\n', at) + 1) {
     const auto e = nlohmann::json::parse(wp.substr(at, wp.find('\n', at) - at));
     CHECK(e["n_seqs"] == (e["len"] == 10 ? 5 : 10));
+    CHECK_FALSE(e.contains("by_distance"));  // a word problem defines no recall distance
   }
 }
 
