@@ -199,7 +199,8 @@ void run_plot(PlotOptions o) {
       "Point: mean over seeds{}. Bar: {}.", choose ? fmt::format(" ({} chosen per encoding on {}, as in table)", o.best_over, o.select_on) : "",
       bootstrap ? fmt::format("95% nested bootstrap interval (seeds, then sequences within each seed; {} replicates)",
                               kBootstrapReplicates)
-                : "± 1 sd over seeds (no seqstats.csv beside the CSV, so no bootstrap interval)"));
+                : "± 1 sd over seeds (no bootstrap interval: not every point has its per-sequence counts in a "
+                  "seqstats.csv beside the CSV)"));
   const std::string n_seqs = csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", fig.x) : "";
   caption.push_back(fmt::format("{}{} per point.", n_seqs.empty() ? "" : "n = " + n_seqs + " sequences per evaluation; ",
                                 seeds_text(seeds_lo, seeds_hi)));

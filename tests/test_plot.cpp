@@ -68,7 +68,7 @@ TEST_CASE("plot: deterministic, well-formed, one series per encoding", "[sweep]"
   CHECK(count(svg, "<g class=\"series\"") == 2);
   CHECK(count(svg, "data-pe=\"rope\"") == 1);
   CHECK_THAT(svg, Contains("lr chosen per encoding on val, as in table"));
-  CHECK_THAT(svg, Contains("± 1 sd over seeds (no seqstats.csv"));
+  CHECK_THAT(svg, Contains("± 1 sd over seeds (no bootstrap interval: not every point has its per-sequence counts"));
   CHECK(svg.find("data-pe=\"rope\"") < svg.find("data-pe=\"path\""));  // legend/encoding order
 
   // Error rates on a log axis: zero errors (path, 2 layers) drawn as open markers at 3/N, N the
@@ -189,7 +189,7 @@ TEST_CASE("plot: the intervals of table, bounds for zero errors, nothing below t
   fs::remove(d / "seqstats.csv");
   cli({"plot", csv, "--figure", "error-rate", "-o", a});
   const std::string sd = pb::read_file(a);
-  CHECK_THAT(sd, Contains("± 1 sd over seeds (no seqstats.csv") && Contains("data-bound=\"1\""));
+  CHECK_THAT(sd, Contains("± 1 sd over seeds (no bootstrap interval: not every point has its per-sequence counts") && Contains("data-bound=\"1\""));
   CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "bars", "-o", a}), Contains("--figure bars: unknown"));
   CHECK_THROWS_WITH(cli({"plot", csv, "--figure", "error-rate", "--metric", "loss", "-o", a}),
                     Contains("only --figure curves"));
