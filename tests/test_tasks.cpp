@@ -330,7 +330,7 @@ TEST_CASE("mqrar: labels match a brute-force scan of the stream", "[tasks][mqrar
   }
 }
 
-TEST_CASE("distances: the recalled token by a backward scan (mqrar, flipflop); word problems have none", "[tasks]") {
+TEST_CASE("distances: the recalled token by a backward scan in mqrar and flipflop and none in word problems", "[tasks]") {
   for (const char* text : {"mqrar", "mqrar:n_keys=3,n_values=4,len=64,n_back=2", "mqrar:n_keys=5,len=100,n_back=3",
                            "flipflop:len=64", "flipflop:len=200,p_ignore=0.98", "flipflop:len=4"}) {
     const auto task = pb::make_task(text);
