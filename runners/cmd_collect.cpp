@@ -198,7 +198,8 @@ std::vector<std::tuple<int64_t, int64_t, json>> distance_ranges(const json& e, c
     const json& r = ranges[i];
     const bool ok = r.is_array() && r.size() == 4 && whole(r[0]) && whole(r[1]) && whole(r[2]) && whole(r[3]) &&
                     r[0] < r[1] && r[2] <= r[3] && r[3] > 0;
-    if (!ok) fail("{}: by_distance entries must be [from, to, correct, scored] with from < to, correct <= scored", where);
+    if (!ok)
+      fail("{}: by_distance entries must be [from, to, correct, scored] with from < to, correct <= scored", where);
     json range = e;
     for (const char* k : {"seq_acc", "n_seqs", "loss", "by_distance", "seq_errors"}) range.erase(k);
     range["n"] = r[3];

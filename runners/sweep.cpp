@@ -119,7 +119,42 @@ std::string check_name(const toml::node* n, const std::string& path) {
   return name;
 }
 
+// toml++ 3.3.0 (Debian 12's) reaches __builtin_unreachable, undefined behaviour, when it tests some
+// non-ASCII code points for whitespace (U+00A7 after a key, a line continuation in a """ string;
+// upstream issues 190 and 295, found here by fuzz/fuzz_sweep.cpp). Sweep files are ASCII but for
+// their comments, so a non-ASCII byte anywhere else is an error before toml++ reads the text. The
+// scan knows strings ("...", '...', and their triple-quoted forms) only to tell a '#' in one from
+// a comment.
+void check_ascii(std::string_view text, const std::string& path) {
+  int line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') ++line;
+    if (c == '#') {  // a comment, to the end of the line
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {  // a string: to its closing quote(s), escapes skipped in "..."
+      const bool triple = text.substr(i, 3) == std::string(3, c);
+      const std::string close(triple ? 3 : 1, c);
+      size_t end = i + close.size();
+      while (end < text.size() && text.substr(end, close.size()) != close && (triple || text[end] != '\n')) {
+        if (c == '"' && text[end] == '\\') ++end;
+        ++end;
+      }
+      for (size_t j = i; j < std::min(end, text.size()); ++j) {
+        if (static_cast<unsigned char>(text[j]) >= 0x80)
+          fail("{}:{}: a non-ASCII character in a string (sweep files are ASCII but for comments)", path, line);
+        line += text[j] == '\n';
+      }
+      const bool closed = end < text.size() && text.substr(end, close.size()) == close;
+      i = closed ? end + close.size() - 1 : end - 1;  // an unclosed string is toml++'s error to give
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      fail("{}:{}: a non-ASCII character outside a comment (sweep files are ASCII but for comments)", path, line);
+    }
+  }
+}
+
 toml::table parse_toml(std::string_view text, const std::string& path) {
+  check_ascii(text, path);
   try {
     return toml::parse(text, path);
   } catch (const toml::parse_error& e) {

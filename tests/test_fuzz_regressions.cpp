@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "runners/commands.h"
+#include "runners/sweep.h"
 #include "runners/train_config.h"
 #include "tasks/dataset_file.h"
 #include "tasks/task.h"
@@ -146,4 +147,26 @@ TEST_CASE("fuzz config: a non-integer number in an integer field of config.json 
       "eval_every":0,"eval_n":1,"data":""})");
   CHECK_THROWS_WITH(pb::config_from_json(j, "config.json"),
                     Catch::Contains("'config.json': 'layers' must be an integer"));
+}
+
+TEST_CASE("fuzz sweep: a non-ASCII character outside a comment is an error", "[fuzz][file]") {
+  // toml++ 3.3.0 (Debian 12's) tests such a character for whitespace and reaches
+  // __builtin_unreachable (UBSan) for U+00A7 after a key, and after a line continuation in a
+  // """ string (upstream issues 190 and 295).
+  const pb::OptionKinds kinds = pb::train_option_kinds();
+  auto error = [&](const std::string& text) {
+    try {
+      pb::parse_sweep(text, "f.toml", kinds);
+    } catch (const pb::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string head = "[sweep]\nname = \"t\"\ntask = \"flipflop\"\n";
+  CHECK_THAT(error(head + "[grid]\nlmd \xc2\xa7" "4.1,\n"),
+             Catch::Contains("f.toml:5: a non-ASCII character outside a comment"));
+  CHECK_THAT(error(head + "[base]\nx = \"\"\"\\\n\xc2\xa7\"\"\"\n"),
+             Catch::Contains("f.toml:6: a non-ASCII character in a string"));
+  CHECK_THAT(error(head + "[base]\nx = 'a#b'\n\xc3\x97\n"),
+             Catch::Contains("f.toml:6: a non-ASCII character outside"));
 }

@@ -183,6 +183,9 @@ TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
   CHECK_THROWS_WITH(parse("[sweep]\ntask = \"a\"\n"), Contains("x.toml: [sweep] needs name"));
   CHECK_THROWS_WITH(parse("[sweep]\nname = \"../up\"\ntask = \"a\"\n"), Contains("x.toml:2: [sweep] name '../up'"));
   CHECK_THROWS_WITH(parse("[sweep]\nname = \"t\"\n"), Contains("x.toml: no task"));
+  // Comments may hold any text; elsewhere a sweep file is ASCII (test_fuzz_regressions: why).
+  CHECK_THROWS_WITH(parse(head + "# \xc2\xa7 \xce\xb2 \"\n[base]\nlayerz = 1 # \xc3\x97\n"),
+                    Contains("x.toml:6: [base] layerz: unknown key"));
   // A product of 1e8 runs is refused before it is expanded in memory.
   std::string big = head + "[grid]\n";
   for (const char* key : {"lr", "batch", "d_model", "steps"})
