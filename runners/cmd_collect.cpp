@@ -193,20 +193,20 @@ std::vector<std::tuple<int64_t, int64_t, json>> distance_ranges(const json& e, c
   std::vector<std::tuple<int64_t, int64_t, json>> out;
   if (!e.contains("by_distance")) return out;
   const auto& ranges = e["by_distance"];
+  if (!ranges.is_array()) fail("{}: by_distance must be an array of [from, to, correct, scored]", where);
+  json base = e;  // the evaluation without the measures a range does not have
+  for (const char* k : {"seq_acc", "n_seqs", "loss", "by_distance", "seq_errors"}) base.erase(k);
   auto whole = [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; };
-  for (size_t i = 0; ranges.is_array() && i < ranges.size(); ++i) {
-    const json& r = ranges[i];
+  for (const json& r : ranges) {
     const bool ok = r.is_array() && r.size() == 4 && whole(r[0]) && whole(r[1]) && whole(r[2]) && whole(r[3]) &&
                     r[0] < r[1] && r[2] <= r[3] && r[3] > 0;
     if (!ok)
       fail("{}: by_distance entries must be [from, to, correct, scored] with from < to, correct <= scored", where);
-    json range = e;
-    for (const char* k : {"seq_acc", "n_seqs", "loss", "by_distance", "seq_errors"}) range.erase(k);
+    json range = base;
     range["n"] = r[3];
     range["acc"] = r[2].get<double>() / r[3].get<double>();
     out.emplace_back(r[0].get<int64_t>(), r[1].get<int64_t>(), std::move(range));
   }
-  if (!ranges.is_array()) fail("{}: by_distance must be an array of [from, to, correct, scored]", where);
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <bit>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -91,8 +92,7 @@ class EvalTally {
 
  private:
   void count_distance(int32_t d, bool right) {
-    size_t k = 0;
-    while (d >> (k + 1)) ++k;  // 2^k <= d < 2^(k+1)
+    const size_t k = size_t(std::bit_width(uint32_t(d))) - 1;  // 2^k <= d < 2^(k+1)
     if (r_.by_distance.size() <= k) r_.by_distance.resize(k + 1);
     r_.by_distance[k].first += right, ++r_.by_distance[k].second;
   }

@@ -13,6 +13,28 @@ namespace pb {
 
 namespace {
 
+// The assignments of a stream seen so far, key by key: next(key, at) gives the position of the
+// value of key's n_back-th most recent earlier assignment (−1 when it has fewer), then records this
+// one, whose value sits at position `at`. Shared by the generator (the target is the token there)
+// and the recall distances.
+class NBack {
+ public:
+  NBack(int n_keys, int n_back) : at_(size_t(n_keys) * n_back), count_(size_t(n_keys), 0), n_back_(n_back) {}
+  int32_t next(int32_t key, int32_t at) {
+    int32_t* ring = &at_[size_t(key) * n_back_];
+    const int64_t c = count_[size_t(key)]++;
+    const int slot = static_cast<int>(c % n_back_);  // holds assignment c − n_back, if any
+    const int32_t back = c >= n_back_ ? ring[slot] : -1;
+    ring[slot] = at;
+    return back;
+  }
+
+ private:
+  std::vector<int32_t> at_;     // (n_keys, n_back) ring of value positions
+  std::vector<int64_t> count_;  // (n_keys,) assignments so far
+  int n_back_;
+};
+
 class Mqrar final : public Task {
  public:
   explicit Mqrar(const Spec& spec) : spec_(spec) {
@@ -48,36 +70,27 @@ class Mqrar final : public Task {
 
   void generate(uint64_t seed, int split, uint64_t index, ExampleView out) const override {
     Rng rng(seed, stream_[split], index);
-    std::vector<int32_t> history(size_t(n_keys_) * n_back_);  // (n_keys, n_back) ring of value tokens
-    std::vector<int64_t> count(n_keys_, 0);                     // (n_keys,) assignments so far
+    NBack recall(n_keys_, n_back_);
     for (int j = 0; j < len_ / 2; ++j) {
       const int32_t key = static_cast<int32_t>(rng.below(n_keys_));
       const int32_t value = n_keys_ + static_cast<int32_t>(rng.below(n_values_));
-      int32_t* ring = &history[size_t(key) * n_back_];
-      const int64_t c = count[key]++;
-      const int slot = static_cast<int>(c % n_back_);  // holds assignment c - n_back, if any
-      const bool has = c >= n_back_;
+      const int32_t back = recall.next(key, 2 * j + 1);
       out.input[2 * j] = key;
       out.input[2 * j + 1] = value;
-      out.target[2 * j] = has ? ring[slot] : -1;
-      out.scored[2 * j] = has;
+      out.target[2 * j] = back >= 0 ? out.input[back] : -1;
+      out.scored[2 * j] = back >= 0;
       out.target[2 * j + 1] = -1;
       out.scored[2 * j + 1] = 0;
-      ring[slot] = value;
     }
   }
 
   bool distances(const int32_t* input, int32_t* distance) const override {
-    std::vector<int32_t> at(size_t(n_keys_) * n_back_);  // (n_keys, n_back) ring of value positions
-    std::vector<int64_t> count(n_keys_, 0);               // (n_keys,) assignments so far
+    NBack recall(n_keys_, n_back_);
     for (int j = 0; j < len_ / 2; ++j) {
       const int32_t key = input[2 * j];
-      const int64_t c = key >= 0 && key < n_keys_ ? count[key]++ : -1;  // a key token, else no target
-      int32_t* ring = c >= 0 ? &at[size_t(key) * n_back_] : nullptr;
-      const int slot = static_cast<int>(c % n_back_);
-      distance[2 * j] = c >= n_back_ ? 2 * j - ring[slot] : 0;
+      const int32_t back = key >= 0 && key < n_keys_ ? recall.next(key, 2 * j + 1) : -1;  // a key token, else none
+      distance[2 * j] = back >= 0 ? 2 * j - back : 0;
       distance[2 * j + 1] = 0;
-      if (ring) ring[slot] = 2 * j + 1;
     }
     return true;
   }
