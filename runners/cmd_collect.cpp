@@ -4,7 +4,8 @@
 // history.csv, except that a later evaluation of the same split, task and step replaces an earlier
 // one (the final evaluation of a run stopped at a periodic one); the per-sequence error counts of
 // those last evaluations rows of seqstats.csv, and their accuracy by recall distance, where
-// recorded, rows of distances.csv (a row per range of distances).
+// recorded, rows of distances.csv (a row per range of distances); the ranges of every evaluation
+// (history.csv's rows) are rows of distance_history.csv.
 // Column order: docs/sweeps.md. What is read is checked first (one-line pb::Error naming the file):
 // result.json an object with a status and numeric measurements, config.json an object with task
 // and pe specs and numeric settings (only a failed run may lack it), eval.jsonl rows objects with a
@@ -211,7 +212,7 @@ std::vector<std::tuple<int64_t, int64_t, json>> distance_ranges(const json& e, c
 }
 
 struct Tables {
-  std::vector<Row> runs, evals, history, seqstats, distances;
+  std::vector<Row> runs, evals, history, seqstats, distances, distance_history;
 };
 
 // Adds the rows of the run in `dir` (which has a result.json) to `t`. A failed run may lack
@@ -267,10 +268,23 @@ void collect_run(const fs::path& dir, Tables& t) {
     add_eval_stats(row);
     return row;
   };
+  // The rows of an evaluation's distance ranges (none without by_distance).
+  auto range_rows = [&](const json& e, const std::string& split, const std::string& task, const std::string& where) {
+    std::vector<Row> rows;
+    for (const auto& [from, to, range] : distance_ranges(e, where)) {
+      rows.push_back(eval_row(range, split, task));
+      rows.back()["distance_from"] = std::to_string(from), rows.back()["distance_to"] = std::to_string(to);
+    }
+    return rows;
+  };
   // Last evaluation per (split, task): the highest step, the later line on a tie.
   std::map<std::pair<std::string, std::string>, json> last;
   Evaluated evaluated;
-  std::map<std::tuple<std::string, std::string, std::string>, size_t> history_at;  // (split, task, step) -> row
+  // The run's history rows and each one's range rows; (split, task, step) -> their index (a later
+  // line of the same key replaces both).
+  std::vector<Row> history;
+  std::vector<std::vector<Row>> history_ranges;
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> history_at;
   const std::string evals = (dir / "eval.jsonl").string();
   if (fs::exists(evals)) {
     const std::string text = read_file(evals);
@@ -299,14 +313,19 @@ void collect_run(const fs::path& dir, Tables& t) {
       evaluated.insert(fmt::format("{} {}", field(e, "split"), field(e, "acc")));
       evaluated.insert(fmt::format("{} {} {}", field(e, "split"), field(e, "acc"), field(e, "n")));
       Row row = eval_row(e, field(e, "split"), task);
-      const auto [slot, fresh_step] = history_at.try_emplace({row["split"], task, row["step"]}, t.history.size());
-      if (fresh_step) t.history.push_back(std::move(row));
-      else t.history[slot->second] = std::move(row);
+      std::vector<Row> ranges = range_rows(e, row["split"], task, where);
+      const auto [slot, fresh_step] = history_at.try_emplace({row["split"], task, row["step"]}, history.size());
+      if (fresh_step) history.push_back(std::move(row)), history_ranges.push_back(std::move(ranges));
+      else history[slot->second] = std::move(row), history_ranges[slot->second] = std::move(ranges);
       auto [it, fresh] = last.try_emplace({field(e, "split"), task}, e);
       if (!fresh && e.value("step", 0.0) >= it->second.value("step", 0.0)) it->second = e;
     }
   }
   check_one_attempt(dir, result, config, meta, evaluated);
+  for (size_t i = 0; i < history.size(); ++i) {
+    t.history.push_back(std::move(history[i]));
+    for (auto& row : history_ranges[i]) t.distance_history.push_back(std::move(row));
+  }
   std::vector<std::pair<std::tuple<std::string, double, std::string>, json>> ordered;  // split, len, task
   for (const auto& [key, e] : last) {
     double len = 0;
@@ -316,11 +335,7 @@ void collect_run(const fs::path& dir, Tables& t) {
   std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [key, e] : ordered) {
     t.evals.push_back(eval_row(e, std::get<0>(key), std::get<2>(key)));
-    for (const auto& [from, to, range] : distance_ranges(e, evals)) {
-      Row row = eval_row(range, std::get<0>(key), std::get<2>(key));
-      row["distance_from"] = std::to_string(from), row["distance_to"] = std::to_string(to);
-      t.distances.push_back(std::move(row));
-    }
+    for (auto& row : range_rows(e, std::get<0>(key), std::get<2>(key), evals)) t.distances.push_back(std::move(row));
     if (!e.contains("seq_errors") || !e["seq_errors"].is_array()) continue;
     std::string bins;
     for (const auto& bin : e["seq_errors"]) {
@@ -381,12 +396,19 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
   write_file_atomic((fs::path(out_dir) / "evals.csv").string(), write_csv(to_csv(t.evals, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "history.csv").string(), write_csv(to_csv(t.history, kEvalColumns)));
   write_file_atomic((fs::path(out_dir) / "seqstats.csv").string(), write_csv(to_csv(t.seqstats, kSeqColumns)));
-  const fs::path distances = fs::path(out_dir) / "distances.csv";  // only where a run has them
-  if (t.distances.empty()) fs::remove(distances);
-  else write_file_atomic(distances.string(), write_csv(to_csv(t.distances, distance_columns())));
-  fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/runs.csv, evals.csv, "
-             "history.csv, seqstats.csv{}; {} runs without result.json skipped (pending or running)\n", t.runs.size(),
-             t.evals.size(), t.history.size(), out_dir, t.distances.empty() ? "" : ", distances.csv", skipped);
+  std::string written = "runs.csv, evals.csv, history.csv, seqstats.csv";
+  for (const auto& [name, rows] : {std::pair{"distances.csv", &t.distances},  // only where a run has them
+                                   std::pair{"distance_history.csv", &t.distance_history}}) {
+    const fs::path path = fs::path(out_dir) / name;
+    if (rows->empty()) {
+      fs::remove(path);
+      continue;
+    }
+    write_file_atomic(path.string(), write_csv(to_csv(*rows, distance_columns())));
+    written += fmt::format(", {}", name);
+  }
+  fmt::print(stderr, "collect: {} runs, {} evaluation rows ({} in the history) -> {}/{}; {} runs without result.json "
+             "skipped (pending or running)\n", t.runs.size(), t.evals.size(), t.history.size(), out_dir, written, skipped);
 }
 
 }  // namespace
@@ -394,7 +416,7 @@ void run_collect(const std::string& runs_dir, const std::string& out_dir) {
 void add_collect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("collect",
                                  "Gather run directories into runs.csv, evals.csv, history.csv, seqstats.csv "
-                                 "(and distances.csv)");
+                                 "(and distances.csv, distance_history.csv)");
   auto dirs = std::make_shared<std::pair<std::string, std::string>>();
   cmd->add_option("runs_dir", dirs->first, "directory searched recursively for runs")
       ->type_name("DIR")

@@ -54,7 +54,14 @@ std::string panel_title(const Csv& csv, const std::vector<size_t>& rows, const s
     const auto values = distinct(csv, rows, facets[f]);
     const auto label = labels(facets[f], values)[std::find(values.begin(), values.end(), panel[f]) - values.begin()];
     const bool spec = facets[f] == "task" || facets[f] == "train_task";
-    title += (f ? ", " : "") + (spec ? label : facets[f] + "=" + label);
+    std::string text = spec ? label : facets[f] + "=" + label;
+    if (facets[f] == "distance_from" && csv.has("distance_to"))  // "distance 64–127"
+      for (size_t r : rows)
+        if (csv.rows[r][csv.column("distance_from")] == panel[f]) {
+          text = fmt::format("distance {}–{}", panel[f], number(csv.rows[r][csv.column("distance_to")], "distance_to") - 1);
+          break;
+        }
+    title += (f ? ", " : "") + text;
   }
   return title;
 }

@@ -3,7 +3,9 @@
 // panel per combination of the settings that vary. The learning rate (--best-over) is chosen per
 // encoding and panel as `table --best-over --select-on` chooses it: on the final evaluation, read
 // from evals.csv beside history.csv, else from the last evaluation of each run in history.csv. A
-// run that stopped early counts with its last evaluation at the later steps of its curve.
+// run that stopped early counts with its last evaluation at the later steps of its curve. From
+// distance_history.csv, a panel per range of recall distances as well; the learning rate is then
+// chosen on the runs' whole-split final evaluations (evals.csv), the same for every range.
 #include <fmt/ranges.h>
 
 #include <algorithm>
@@ -82,6 +84,13 @@ size_t carry_stopped_runs(Csv& csv, std::vector<size_t>& rows, const std::vector
   return carried;
 }
 
+// `where` without its filters on a distance range: the final evaluations that choose --best-over
+// (evals.csv) have no ranges.
+std::vector<std::string> without_distance(std::vector<std::string> where) {
+  std::erase_if(where, [](const std::string& w) { return w.rfind("distance_", 0) == 0; });
+  return where;
+}
+
 }  // namespace
 
 void plot_curves(const PlotOptions& opts) {
@@ -97,7 +106,7 @@ void plot_curves(const PlotOptions& opts) {
     if (splits.size() > 1) fail("{}: several splits ({}); choose one with --split", o.csv, fmt::join(splits, ", "));
   }
   if (rows.empty()) fail("{}: no rows match the selection", o.csv);
-  const auto facets = varying(csv, rows, {"task", "layers", "d_model", "heads", "steps", "batch"});
+  const auto facets = varying(csv, rows, {"task", "layers", "d_model", "heads", "steps", "batch", "distance_from"});
   std::vector<std::string> keys = facets;
   keys.push_back("pe");
 
@@ -106,10 +115,15 @@ void plot_curves(const PlotOptions& opts) {
   if (choose) {
     std::string source, note;
     const Csv finals = final_evaluations(csv, o.csv, source);
+    if (finals.has("distance_from"))
+      fail("{}: choosing --best-over {} for distance ranges needs the runs' evals.csv beside it", o.csv, o.best_over);
     const std::string metric = o.metric == "loss" ? "acc" : o.metric;
     const std::string column = metric == "acc" && finals.has("error_rate") ? "error_rate" : metric;
-    const auto chosen = chosen_rows(finals, o.csv, {o.best_over, o.select_on, user_where}, column, keys,
-                                    select_rows(finals, user_where), column == "error_rate", note);
+    std::vector<std::string> choice_keys = keys;  // a run's ranges (distance_history.csv) share its choice
+    std::erase(choice_keys, "distance_from");
+    const auto chosen = chosen_rows(finals, o.csv, {o.best_over, o.select_on, without_distance(user_where)}, column,
+                                    choice_keys,
+                                    select_rows(finals, without_distance(user_where)), column == "error_rate", note);
     std::set<std::string> ids;
     for (size_t r : chosen) ids.insert(finals.rows[r][finals.column("run_id")]);
     const size_t id = csv.column("run_id");
@@ -145,16 +159,21 @@ void plot_curves(const PlotOptions& opts) {
 
   const std::string what = loss ? "loss" : o.metric == "acc" ? "accuracy" : o.metric;
   const std::string split = csv.has("split") ? fmt::format("{}", fmt::join(distinct(csv, rows, "split"), ", ")) : "";
-  std::vector<std::string> caption = {fmt::format("{}: {}{} vs training step", task_text(csv, rows, {"task"}), what,
-                                                  split.empty() ? "" : " on " + split)};
+  const bool by_range = csv.has("distance_from");  // distance_history.csv: n counts a range's targets
+  const bool one_range = by_range && std::find(facets.begin(), facets.end(), "distance_from") == facets.end();
+  const std::string range = one_range ? ", " + panel_title(csv, rows, {"distance_from"}, {distinct(csv, rows, "distance_from")[0]}) : "";
+  std::vector<std::string> caption = {fmt::format("{}: {}{} vs training step{}", task_text(csv, rows, {"task"}), what,
+                                                  split.empty() ? "" : " on " + split, range)};
   caption.push_back("Line: mean over seeds; band: min–max over seeds." + selection);
   if (carried)
     caption.push_back(fmt::format("{} runs stopped early (stop_at, patience) count with their last evaluation at "
                                   "the later steps of their curve.",
                                   carried));
-  const std::string n_seqs = csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", "") : "";
-  caption.push_back(fmt::format("{}{} per curve.", n_seqs.empty() ? "" : "n = " + n_seqs + " sequences per evaluation; ",
-                                seeds_text(seeds_lo, seeds_hi)));
+  const std::string n = by_range ? per_value_text(csv, rows, "n", "")
+                        : csv.has("n_seqs") ? per_value_text(csv, rows, "n_seqs", "") : "";
+  const char* n_of = by_range ? " scored targets per range of recall distance and evaluation; "
+                              : " sequences per evaluation; ";
+  caption.push_back(fmt::format("{}{} per curve.", n.empty() ? "" : "n = " + n + n_of, seeds_text(seeds_lo, seeds_hi)));
 
   PanelGrid grid(panels.size());
   Svg svg;

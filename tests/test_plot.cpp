@@ -249,6 +249,47 @@ TEST_CASE("plot: learning curves from history.csv, lr chosen on the final evalua
                                    Contains("1 runs stopped early"));
 }
 
+TEST_CASE("plot: curves by recall distance: a panel per range and lr chosen on the whole split", "[sweep]") {
+  const fs::path d = fresh_dir("plot_distance_curves");
+  const std::string history = (d / "distance_history.csv").string(), a = (d / "a.svg").string();
+  pb::Csv h, e;
+  h.header = {"run_id", "task", "pe", "lr", "seed", "split", "distance_from", "distance_to", "step", "n", "acc"};
+  e.header = {"run_id", "task", "pe", "lr", "seed", "split", "step", "n", "acc", "loss"};
+  // At distance 16–31 lr 0.01 ends better, at 2–3 lr 0.001; on the whole split (evals.csv) 0.001.
+  for (const std::string pe : {"rope", "path"})
+    for (const std::string lr : {"0.001", "0.01"})
+      for (int seed : {0, 1}) {
+        const std::string id = pe + lr + std::to_string(seed);
+        for (const auto& [from, to, n] : {std::tuple{"16", "32", "50"}, std::tuple{"2", "4", "400"}})
+          for (int step : {100, 200}) {
+            const bool better = (lr == "0.01") == (std::string(from) == "16");
+            h.rows.push_back({id, "mqrar", pe, lr, std::to_string(seed), "val", from, to, std::to_string(step), n,
+                              step == 100 ? "0.5" : better ? "0.9" : "0.6"});
+          }
+        e.rows.push_back({id, "mqrar", pe, lr, std::to_string(seed), "val", "200", "450", lr == "0.001" ? "0.8" : "0.7",
+                          "1"});
+      }
+  pb::write_file_atomic(history, pb::write_csv(h));
+  // The choice is the runs' (evals.csv), not a range's: without it, none.
+  CHECK_THROWS_WITH(cli({"plot", history, "--figure", "curves", "--split", "val", "-o", a}),
+                    Contains("needs the runs' evals.csv beside it"));
+  pb::write_file_atomic((d / "evals.csv").string(), pb::write_csv(e));
+  cli({"plot", history, "--figure", "curves", "--split", "val", "-o", a});
+  std::string svg = pb::read_file(a);
+  CHECK(well_formed(svg));
+  CHECK(count(svg, "<g class=\"panel\"") == 2);
+  CHECK(svg.find(">distance 2–3<") < svg.find(">distance 16–31<"));
+  CHECK(count(svg, "(lr 0.001): acc 0.6 at step 200") == 2);  // rope and path at 16–31
+  CHECK(count(svg, "(lr 0.001): acc 0.9 at step 200") == 2);  // at 2–3
+  CHECK(count(svg, "(lr 0.01)") == 0);
+  CHECK_THAT(svg, Contains("n = 50–400 scored targets per range of recall distance and evaluation"));
+  // One range: its panel, named in the caption.
+  cli({"plot", history, "--figure", "curves", "--split", "val", "--where", "distance_from=16", "-o", a});
+  svg = pb::read_file(a);
+  CHECK(count(svg, "<g class=\"panel\"") == 1);
+  CHECK_THAT(svg, Contains("training step, distance 16–31") && Contains("n = 50 scored targets"));
+}
+
 TEST_CASE("plot acc-vs --x COLUMN: a task parameter on the x axis, one panel across its tasks", "[sweep]") {
   const fs::path d = fresh_dir("plot_acc_vs");
   pb::Csv c;

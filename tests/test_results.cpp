@@ -247,9 +247,10 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
                             "stop": "steps", "eval_s": 0.5, "eval": {"val": {"acc": 0.9, "seq_acc": 0.5}}})");
   pb::write_file_atomic((sweep / "aaaa" / "eval.jsonl").string(),
                         "{\"step\": 10, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
-                        "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10}\n"
+                        "\"acc\": 0.5, \"seq_acc\": 0.1, \"n\": 100, \"n_seqs\": 10, \"by_distance\": [[1, 2, 5, 10]]}\n"
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
-                        "\"acc\": 0.8, \"seq_acc\": 0.4, \"n\": 50, \"n_seqs\": 5}\n"  // periodic, then the final
+                        "\"acc\": 0.8, \"seq_acc\": 0.4, \"n\": 50, \"n_seqs\": 5, "
+                        "\"by_distance\": [[1, 2, 7, 10], [2, 4, 3, 4]]}\n"  // periodic, then the final
                         "{\"step\": 20, \"split\": \"val\", \"task\": \"flipflop:len=8,p_ignore=0.8\", \"len\": 8, "
                         "\"acc\": 0.9, \"seq_acc\": 0.5, \"n\": 100, \"n_seqs\": 10, "
                         "\"seq_errors\": [[0, 10, 5], [2, 10, 5]], \"by_distance\": [[1, 2, 30, 40], [4, 8, 60, 60]]}\n"
@@ -330,14 +331,32 @@ TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "
   // table reads it like evals.csv; seqstats.csv's counts (the whole evaluation's) give no interval.
   CHECK_THAT(cli({"table", out + "/distances.csv", "--rows", "distance_from", "--cols", "pe", "--metric", "acc"}),
              Contains("mean ± sd over seeds") && Contains("| 1 | 0.750 (n=1) |") && Contains("| 4 | 1.000 (n=1) |"));
+  // The ranges of every evaluation, history.csv's rule: the final evaluation's replace the periodic
+  // ones at its step (the periodic 2–4 range is gone).
+  const pb::Csv dist_history = pb::read_csv(out + "/distance_history.csv");
+  CHECK(dist_history.header == dist.header);
+  REQUIRE(dist_history.rows.size() == 3);
+  CHECK(get(dist_history, 0, "step") == "10");
+  CHECK(get(dist_history, 0, "distance_from") == "1");
+  CHECK(get(dist_history, 0, "acc") == "0.5");
+  CHECK(get(dist_history, 1, "step") == "20");
+  CHECK(get(dist_history, 1, "acc") == "0.75");
+  CHECK(get(dist_history, 2, "distance_from") == "4");
+  CHECK(get(dist_history, 2, "n") == "60");
   // A malformed range is a one-line error naming the file; without ranges the file goes.
   const std::string jsonl = (sweep / "aaaa" / "eval.jsonl").string(), text = pb::read_file(jsonl);
   const std::string ranges = ", \"by_distance\": [[1, 2, 30, 40], [4, 8, 60, 60]]";
   auto with = [&](const std::string& r) { return std::string(text).replace(text.find(ranges), ranges.size(), r); };
   pb::write_file_atomic(jsonl, with(", \"by_distance\": [[2, 2, 1, 1]]"));
   CHECK_THROWS_WITH(cli({"collect", (d / "runs").string(), "-o", out}),
-                    Contains("eval.jsonl: by_distance entries must be [from, to, correct, scored]"));
+                    Contains("eval.jsonl:3: by_distance entries must be [from, to, correct, scored]"));
   pb::write_file_atomic(jsonl, with(""));
   cli({"collect", (d / "runs").string(), "-o", out});
   CHECK_FALSE(fs::exists(out + "/distances.csv"));
+  CHECK(pb::read_csv(out + "/distance_history.csv").rows.size() == 1);  // the periodic evaluation's
+  std::string none = with("");  // the periodic step-20 ranges stay, replaced by the final's none
+  const std::string first = ", \"by_distance\": [[1, 2, 5, 10]]";
+  pb::write_file_atomic(jsonl, none.replace(none.find(first), first.size(), ""));
+  cli({"collect", (d / "runs").string(), "-o", out});
+  CHECK_FALSE(fs::exists(out + "/distance_history.csv"));
 }
