@@ -8,6 +8,8 @@
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds); its
 #                                     tables mark the cells whose runs are pending
+#   scripts/reproduce.sh a5-controls-cpu  the same for paper-a5-controls-cpu, on a CPU (A4×Z5 and
+#                                     Z60: hours on two cores)
 #   scripts/reproduce.sh mqrar        the same for paper-mqrar (MQRAR-N; GPU-hours: see its header
 #                                     and paper-mqrar-pilot.toml)
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
@@ -216,6 +218,50 @@ budget_tables() {
   "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc -o $d/curves-val.svg
 }
 
+# The solvable controls of paper-a5 on a CPU (A4×Z5 and Z60 at length 8, lr 1e-3): the smallest depth
+# with test seq_acc ≥ 90 % per encoding and group, each seed's, the accuracy at every depth, how fast
+# each run learned; and A5 at the same length and rate (paper-a5) beside them.
+controls_tables() {
+  local d=results/paper-a5-controls-cpu g
+  [ -f $d/evals.csv ] || return 0
+  local sel=(--rows pe --cols task_group --split test --metric seq_acc --min-layers 0.9)
+  controls() {
+    echo "# paper-a5-controls-cpu: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv, seqstats.csv and history.csv (and"
+    echo "../paper-a5/evals.csv). Length 8, lr 1e-3; n counts the seeds that have run."
+    echo
+    echo "## Smallest depth with test seq_acc ≥ 90 %: the mean over seeds, and each seed"
+    echo
+    "$PB" table $d/evals.csv "${sel[@]}"
+    echo
+    "$PB" table $d/evals.csv "${sel[@]}" --per-seed
+    if [ -f results/paper-a5/evals.csv ]; then
+      echo
+      echo "## A5 at length 8, lr 1e-3, for comparison (paper-a5: H200, bf16; both rates there, this one here)"
+      echo
+      "$PB" table results/paper-a5/evals.csv --split test --metric seq_acc --min-layers 0.9 --where task_len=8 \
+        --where lr=0.001 --per-seed
+    fi
+    for g in $(python3 -c 'import csv, sys; print(*sorted({r["task_group"] for r in csv.DictReader(open(sys.argv[1]))}))' $d/evals.csv); do
+      echo
+      echo "## $g: test seq_acc (%) at every depth that ran"
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols layers --split test --metric seq_acc --where task_group=$g --percent
+    done
+    echo
+    echo "## How fast: the first periodic evaluation with val seq_acc ≥ 0.9, every run (thousands of steps)"
+    echo
+    first_step $d/history.csv --split val --metric seq_acc --at 0.9 --rows pe_name --cols task_group
+    echo
+    echo "## Every run: first step with val seq_acc ≥ 0.5, 0.9 and 0.99"
+    echo
+    first_step $d/history.csv --split val --metric seq_acc --at 0.5 0.9 0.99 --rows pe_name,task_group,layers
+  }
+  atomic $d/tables.md controls
+  "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc --where layers=1 -o $d/curves-val-layers1.svg
+}
+
 # PaTH Figure 2 top as tables: recall accuracy on test against N, lr chosen on val per encoding and
 # N, every learning rate per seed, and the step at which each run learned; the pilots' (one seed,
 # one lr) when they have run. Nothing until a sweep has results.
@@ -280,6 +326,7 @@ case "${1:-}" in
   flipflop) flipflop_run ;;
   lengthgen) sweep_run lengthgen-flipflop && lengthgen_tables ;;
   a5) sweep_run paper-a5 && a5_tables ;;
+  a5-controls-cpu) sweep_run paper-a5-controls-cpu && controls_tables ;;
   mqrar) sweep_run paper-mqrar && mqrar_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
   all)
@@ -287,9 +334,16 @@ case "${1:-}" in
     ;;
   --from-csv)
     bash scripts/history.sh unpack results/*/
-    flipflop_tables && lengthgen_tables && ablation_tables && a5_tables && budget_tables && mqrar_tables
+    flipflop_tables
+    lengthgen_tables
+    ablation_tables
+    a5_tables
+    budget_tables
+    controls_tables
+    mqrar_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | mqrar | ablations | all | --from-csv" >&2; exit 2 ;;
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | ablations | all | --from-csv" >&2
+     exit 2 ;;
 esac
