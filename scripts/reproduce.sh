@@ -25,8 +25,14 @@ PB=${PATHBENCH:-build/pathbench}
 [ -x "$PB" ] || bash scripts/build.sh
 FLIPFLOP_SWEEPS="paper-flipflop diag-flipflop-rope"
 
-# Writes $2 from the output of the command $1.. atomically (a failed table leaves the old file).
-atomic() { local out=$1; shift; "$@" >"$out.tmp" && mv "$out.tmp" "$out"; }
+# Writes $1 from the output of the command $2.. atomically: a failing command inside it stops the
+# script (set -e holds in the command, which an `&&` after it would switch off), the old file kept.
+atomic() {
+  local out=$1
+  shift
+  "$@" >"$out.tmp"
+  mv "$out.tmp" "$out"
+}
 # scripts/first_step.py with its rows in the order of the encoding registry (`pathbench list`), as `table` orders them.
 first_step() {
   local order
