@@ -121,9 +121,9 @@ void plot_curves(const PlotOptions& opts) {
     const std::string column = metric == "acc" && finals.has("error_rate") ? "error_rate" : metric;
     std::vector<std::string> choice_keys = keys;  // a run's ranges (distance_history.csv) share its choice
     std::erase(choice_keys, "distance_from");
-    const auto chosen = chosen_rows(finals, o.csv, {o.best_over, o.select_on, without_distance(user_where)}, column,
-                                    choice_keys,
-                                    select_rows(finals, without_distance(user_where)), column == "error_rate", note);
+    const std::vector<std::string> where = without_distance(user_where);
+    const auto chosen = chosen_rows(finals, o.csv, {o.best_over, o.select_on, where}, column, choice_keys,
+                                    select_rows(finals, where), column == "error_rate", note);
     std::set<std::string> ids;
     for (size_t r : chosen) ids.insert(finals.rows[r][finals.column("run_id")]);
     const size_t id = csv.column("run_id");

@@ -33,6 +33,10 @@ atomic() {
   "$@" >"$out.tmp"
   mv "$out.tmp" "$out"
 }
+# The distinct values of column $2 of CSV $1, sorted, space-separated.
+csv_values() {
+  python3 -c 'import csv, sys; print(*sorted({r[sys.argv[2]] for r in csv.DictReader(open(sys.argv[1]))}))' "$1" "$2"
+}
 # scripts/first_step.py with its rows in the order of the encoding registry (`pathbench list`), as `table` orders them.
 first_step() {
   local order
@@ -249,7 +253,7 @@ controls_tables() {
       "$PB" table results/paper-a5/evals.csv --split test --metric seq_acc --min-layers 0.9 --where task_len=8 \
         --where lr=0.001 --per-seed
     fi
-    for g in $(python3 -c 'import csv, sys; print(*sorted({r["task_group"] for r in csv.DictReader(open(sys.argv[1]))}))' $d/evals.csv); do
+    for g in $(csv_values $d/evals.csv task_group); do
       echo
       echo "## $g: test seq_acc (%) at every depth that ran"
       echo
@@ -286,7 +290,7 @@ mqrar_tables() {
       echo
       "$PB" table $d/evals.csv --rows pe --cols task_n_back --split test --metric acc --best-over lr --select-on val \
         --percent --per-seed
-      for lr in $(python3 -c 'import csv, sys; print(*sorted({r["lr"] for r in csv.DictReader(open(sys.argv[1]))}))' $d/evals.csv); do
+      for lr in $(csv_values $d/evals.csv lr); do
         echo
         echo "## lr $lr, per seed"
         echo
