@@ -18,7 +18,8 @@ Periodic evaluations may read a subset of the split (eval_every_n): the step is 
 At a run's last step the history keeps the final evaluation (the whole split) only; when the run
 stopped there by its stop_at rule on this split and metric, the periodic value that met the rule
 (in the `stop` column) counts as well, so a run stopped at the threshold is not reported as "not
-by" that step.
+by" that step. That value is the whole split's: in a distance_history.csv (a row per range of
+recall distances, column distance_from) it says nothing of one range, and is not used.
 """
 import argparse
 import csv
@@ -57,13 +58,14 @@ def main():
         if rows and col not in rows[0]:
             print(f"first_step.py: {a.history} has no column '{col}'", file=sys.stderr)
             sys.exit(2)
+    per_range = bool(rows) and "distance_from" in rows[0]  # the stop rule's value is the whole split's
     stop_at = re.compile(rf"stop_at {re.escape(a.split)}:{re.escape(a.metric)}>=\S+ \((\S+) at step (\d+)\)")
     runs = defaultdict(set)  # run key → {(step, value)}
     for r in rows:
         if r["split"] == a.split and all(r[c] == v for c, v in where):
             points = runs[tuple(r[k] for k in keys)]
             points.add((int(r["step"]), float(r[a.metric])))
-            if m := stop_at.match(r.get("stop", "")):
+            if not per_range and (m := stop_at.match(r.get("stop", ""))):
                 points.add((int(m.group(2)), float(m.group(1))))
     first = {key: [next((s for s, v in sorted(p) if v >= t), None) for t in a.at] for key, p in runs.items()}
 

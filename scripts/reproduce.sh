@@ -12,6 +12,8 @@
 #                                     Z60: hours on two cores)
 #   scripts/reproduce.sh mqrar        the same for paper-mqrar (MQRAR-N; GPU-hours: see its header
 #                                     and paper-mqrar-pilot.toml)
+#   scripts/reproduce.sh mqrar-distance  the same for diag-mqrar-distance (MQRAR-2 accuracy by recall
+#                                     distance during training; one call of an H200)
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
 #                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh all          flipflop, lengthgen, ablations, a5 and mqrar in turn
@@ -315,6 +317,29 @@ mqrar_tables() {
   done
 }
 
+# MQRAR-2 by recall distance (diag-mqrar-distance): test accuracy per range of distances, the first
+# step at which each range passed 0.5, 0.9 and 0.99 on val, and the curves per range.
+distance_tables() {
+  local d=results/diag-mqrar-distance
+  [ -f $d/distances.csv ] || return 0
+  distances() {
+    echo "# diag-mqrar-distance: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from distances.csv and distance_history.csv. Accuracy on"
+    echo "the scored positions whose recalled value is d tokens back, from ≤ d < 2·from, in %; one seed."
+    echo
+    echo "## Test, final evaluation"
+    echo
+    "$PB" table $d/distances.csv --rows distance_from --cols pe --split test --metric acc --percent
+    echo
+    echo "## First periodic evaluation at which each range passed (val, 1,024 sequences per evaluation)"
+    echo
+    first_step $d/distance_history.csv --split val --metric acc --at 0.5 0.9 0.99 --rows pe_name,distance_from
+  }
+  atomic $d/tables.md distances
+  "$PB" plot $d/distance_history.csv --figure curves --split val --metric acc -o $d/curves-by-distance.svg
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -338,6 +363,7 @@ case "${1:-}" in
   a5) sweep_run paper-a5 && a5_tables ;;
   a5-controls-cpu) sweep_run paper-a5-controls-cpu && controls_tables ;;
   mqrar) sweep_run paper-mqrar && mqrar_tables ;;
+  mqrar-distance) sweep_run diag-mqrar-distance && distance_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
   all)
     for e in flipflop lengthgen ablations a5 mqrar; do PATHBENCH=$PB bash scripts/reproduce.sh $e; done
@@ -351,9 +377,10 @@ case "${1:-}" in
     budget_tables
     controls_tables
     mqrar_tables
+    distance_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | ablations | all | --from-csv" >&2
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | mqrar-distance | ablations | all | --from-csv" >&2
      exit 2 ;;
 esac

@@ -55,6 +55,20 @@ class FirstStep(unittest.TestCase):
         self.assertIn("| path | 1.5 |", out.stdout)  # the stop rule's periodic value at its last step
         self.assertIn("| rope | +1 not |", out.stdout)
 
+    def test_a_range_of_distances_ignores_the_whole_splits_stop_value(self):
+        # distance_history.csv: the same evaluations, one row per range of recall distances; the stop
+        # rule's 0.990234375 is the whole split's, so the range at 0.986 has not reached 0.99 by 1500
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "distance_history.csv")
+            with open(path, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(COLUMNS + ["distance_from"])
+                w.writerows(row + ("512",) for row in ROWS)
+            out = subprocess.run([sys.executable, SCRIPT, path, "--split", "val", "--metric", "seq_acc", "--at", "0.99",
+                                  "--rows", "pe,distance_from"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("| path | 512 | 0 | not by 1500 |", out.stdout)
+
     def test_cols_takes_one_threshold(self):
         out = self.run_script("--split", "val", "--metric", "seq_acc", "--at", "0.9", "0.99", "--cols", "lr")
         self.assertEqual(out.returncode, 2)
