@@ -90,7 +90,7 @@ TEST_CASE("registry: the streams of the paper sweeps are pinned", "[tasks]") {
   };
   for (const auto& [text, digest] : pinned) {
     const auto task = pb::make_task(text);
-    uint64_t h = 1469598103934665603ull;  // FNV-1a over every token, target and scored flag
+    uint64_t h = 1469598103934665603ull;  // FNV-1a steps, one per token, target and scored flag
     const auto mix = [&h](int64_t v) { h = (h ^ uint64_t(v)) * 1099511628211ull; };
     for (int s = 0; s < int(task->splits().size()); ++s)
       for (uint64_t i = 0; i < 16; ++i) {
