@@ -15,8 +15,10 @@
 #                                               the runs in flight
 #   scripts/lease.sh call SWEEP UNTIL_S [DRAIN_AFTER]
 #                                               one capped command of a leased sweep: builds the binary
-#                                               if missing, starts the sweep unless it is running (a
-#                                               fresh machine resumes from records.tgz), returns
+#                                               if missing (or takes the one scripts/carry.sh built
+#                                               ahead, when it matches the sources), starts the
+#                                               sweep unless it is running (a fresh machine resumes
+#                                               from records.tgz), returns
 #                                               UNTIL_S s after the command began (sooner when the
 #                                               sweep ends), then snapshots and collects; with $OUT
 #                                               set, copies records.tgz and the log there (the CSVs
@@ -151,7 +153,7 @@ case $cmd in
       grep -q "100% tests passed" runs/gpu-test/ctest_cuda.log ||
         { echo "lease.sh: not every GPU test passed (runs/gpu-test/ctest_cuda.log); no sweep started" >&2; exit 1; }
     fi
-    if [[ ! -x $PB ]]; then
+    if [[ ! -x $PB ]] && ! scripts/carry.sh use "$PB"; then
       LOG_DIR=runs scripts/gpu.sh build
       echo "built $PB in $((SECONDS - t0)) s"
     fi

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A GPU binary built ahead, on a machine with nvcc but no GPU, and carried to a lent GPU machine
+# with the sources, so that a call there need not spend its first minute and a half building.
+#   scripts/carry.sh build      builds the CLI with the CUDA backend (sm_90, portable host code:
+#                               PATHBENCH_NATIVE=OFF) in build-carry/ and puts it, with the digest
+#                               of the sources it was built from, into .carry/ (git-ignored; name
+#                               it in the device call's carry list). Refuses a tree whose sources
+#                               differ from HEAD, so the binary's commit names its code
+#   scripts/carry.sh use DEST   on the GPU machine: copies .carry/pathbench to DEST when the digest
+#                               of the sources here equals the carried one and the binary runs
+#                               (`--version`); exits 1 otherwise (the caller builds instead)
+#   scripts/carry.sh digest     prints the digest of the sources
+# The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
+# models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
+# in holds the very code it was built from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sources=(CMakeLists.txt cmake core kernels models runners tasks)
+digest() { find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32; }
+case ${1:-} in
+  digest) digest ;;
+  build)
+    git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
+      { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
+    before=$(digest)
+    export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+    mkdir -p build-carry
+    cmake -S . -B build-carry -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON -DPATHBENCH_NATIVE=OFF \
+      >build-carry/configure.log 2>&1 || { tail -30 build-carry/configure.log >&2; exit 1; }
+    cmake --build build-carry --target pathbench >build-carry/build.log 2>&1 ||
+      { grep -E "error|FAILED" build-carry/build.log | head -40 >&2; exit 1; }
+    [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
+    mkdir -p .carry
+    cp build-carry/pathbench .carry/pathbench.tmp && mv .carry/pathbench.tmp .carry/pathbench
+    echo "$before" >.carry/pathbench.digest
+    echo "carry.sh: .carry/pathbench ($(du -h .carry/pathbench | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
+    ;;
+  use)
+    dest=${2:?usage: scripts/carry.sh use DEST}
+    [[ -x .carry/pathbench && -f .carry/pathbench.digest ]] || { echo "carry.sh: no carried binary" >&2; exit 1; }
+    [[ $(digest) == "$(cat .carry/pathbench.digest)" ]] ||
+      { echo "carry.sh: the carried binary was built from other sources; not used" >&2; exit 1; }
+    version=$(.carry/pathbench --version 2>&1) || { echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }
+    mkdir -p "$(dirname "$dest")"
+    cp .carry/pathbench "$dest.tmp" && mv "$dest.tmp" "$dest"
+    echo "carry.sh: using the carried binary ($version)"
+    ;;
+  *) echo "usage: scripts/carry.sh build | use DEST | digest" >&2; exit 2 ;;
+esac
