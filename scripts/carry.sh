@@ -23,7 +23,9 @@ case ${1:-} in
     git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
       { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
     before=$(digest)
-    export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+    # The sources are HEAD's, so HEAD names the binary's code, whatever else the tree holds.
+    PB_COMMIT=$(git rev-parse --short=12 HEAD)
+    export PB_COMMIT CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
     mkdir -p build-carry
     cmake -S . -B build-carry -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON -DPATHBENCH_NATIVE=OFF \
       >build-carry/configure.log 2>&1 || { tail -30 build-carry/configure.log >&2; exit 1; }
