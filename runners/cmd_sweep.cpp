@@ -271,6 +271,7 @@ void run_sweep(const SweepOptions& o) {
     cfg.threads = int(threads), cfg.out = job.dir;
     if (on_gpus && cfg.device == "auto") cfg.device = "cuda";
     job.argv.insert(job.argv.begin(), {exe, "train"});
+    job.exec = "/proc/self/exe";  // a binary rebuilt while the sweep runs does not change its runs
     job.argv.insert(job.argv.end(), {"--threads", std::to_string(threads), "--out", job.dir});
     if (on_gpus && std::find(job.argv.begin(), job.argv.end(), "--device") == job.argv.end())
       job.argv.insert(job.argv.end(), {"--device", "cuda"});

@@ -79,6 +79,7 @@ Running launch(const Job& job, RunLock lock, bool resume, const sigset_t& child_
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   if (resume) argv.push_back(const_cast<char*>("--resume"));
   argv.push_back(nullptr);
+  const char* exec = job.exec.empty() ? argv[0] : job.exec.c_str();
   const int lock_fd = lock.fd();
   const std::vector<std::string> env_strings =
       environment_with({slot_env, fmt::format("{}={}", kRunLockFdEnv, lock_fd)});
@@ -98,8 +99,8 @@ Running launch(const Job& job, RunLock lock, bool resume, const sigset_t& child_
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
     ::sigprocmask(SIG_SETMASK, &child_mask, nullptr);
-    ::execve(argv[0], argv.data(), envp.data());
-    ::dprintf(2, "pathbench sweep: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+    ::execve(exec, argv.data(), envp.data());
+    ::dprintf(2, "pathbench sweep: cannot run '%s': %s\n", exec, std::strerror(errno));
     ::_exit(127);
   }
   ::setpgid(pid, pid);

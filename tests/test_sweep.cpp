@@ -195,9 +195,10 @@ TEST_CASE("sweep: bad files name the file, line and key", "[sweep]") {
 
 TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[sweep]") {
   const fs::path d = pb::test::fresh_dir("sched");
-  auto job = [&](const std::string& name, const std::string& script) {
+  auto job = [&](const std::string& name, const std::string& script, const std::string& argv0 = "/bin/sh",
+                 const std::string& exec = "") {
     const std::string dir = (d / name).string();
-    return pb::Job{{"/bin/sh", "-c", script, "sh", dir}, {}, dir, name, "label-" + name, {}, "pending"};
+    return pb::Job{{argv0, "-c", script, "sh", dir}, {}, dir, name, "label-" + name, {}, "pending", exec};
   };
   fs::create_directories(d / "ok");
   pb::write_file_atomic((d / "ok" / "stale.txt").string(), "old");
@@ -206,14 +207,17 @@ TEST_CASE("scheduler: failures recorded, stale files removed, logs kept", "[swee
       job("killed", "echo dying; kill -9 $$"),
       job("exit3", "exit 3"),
       job("own", "echo '{\"status\": \"failed\", \"error\": \"diverged? no: bad input\"}' > \"$1/result.json\"; exit 2"),
-      job("noexe", "exec /nonexistent/pathbench")};
-  const pb::JobsOutcome got = pb::run_jobs(jobs, {"", ""}, {"t", 5, 0, 0});
-  CHECK(got.done == 1);
+      job("noexe", "exec /nonexistent/pathbench"),
+      // Job::exec, not argv[0], is the file executed (a sweep's runs: /proc/self/exe).
+      job("exec", "echo '{\"status\": \"ok\"}' > \"$1/result.json\"", "/nonexistent/sh", "/bin/sh")};
+  const pb::JobsOutcome got = pb::run_jobs(jobs, {"", ""}, {"t", 6, 0, 0});
+  CHECK(got.done == 2);
   CHECK(got.failed == 4);
   CHECK(got.signal == 0);
   CHECK_FALSE(fs::exists(d / "ok" / "stale.txt"));
   CHECK(pb::read_file((d / "ok" / "log.txt").string()) == "hello\n");
   CHECK(pb::run_state((d / "ok").string()) == "done");
+  CHECK(pb::run_state((d / "exec").string()) == "done");
   auto error = [&](const char* name) {
     return nlohmann::json::parse(pb::read_file((d / name / "result.json").string()))["error"].get<std::string>();
   };
