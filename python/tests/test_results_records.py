@@ -1,12 +1,12 @@
 """The published numbers are what the published run records say: for every results/ folder with a
 records.tgz, `pathbench collect` over those records gives the committed runs.csv, evals.csv,
-seqstats.csv and distances.csv, row for row, in every column the committed file has (a newer
-collect may add columns). Records of a conversion's RoPE sources (`runs/*-sources`) are kept for
-reference and not collected. history.csv is not compared: an older collect kept a periodic and a
-final row at a run's last step where today's keeps the final one (results/diag-a5-patience).
-Needs PATHBENCH (the binary; CTest sets it)."""
+seqstats.csv, distances.csv and (gzipped) history.csv and distance_history.csv, row for row, in
+every column the committed file has (a newer collect may add columns). Records of a conversion's
+RoPE sources (`runs/*-sources`) are kept for reference and not collected. Needs PATHBENCH (the
+binary; CTest sets it)."""
 import csv
 import glob
+import gzip
 import os
 import shutil
 import subprocess
@@ -15,11 +15,12 @@ import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CSVS = ["runs.csv", "evals.csv", "seqstats.csv", "distances.csv"]
+CSVS = ["runs.csv", "evals.csv", "seqstats.csv", "distances.csv", "history.csv.gz", "distance_history.csv.gz"]
 
 
 def read(path):
-    with open(path, newline="", encoding="utf-8") as f:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
@@ -57,8 +58,8 @@ class ResultsRecords(unittest.TestCase):
                 out = recollect(folder, os.environ["PATHBENCH"], tmp)
                 for name in CSVS:
                     if os.path.exists(os.path.join(folder, name)):
-                        self.assertEqual(mismatches(read(os.path.join(folder, name)), read(os.path.join(out, name))), [],
-                                         name)
+                        collected = read(os.path.join(out, name.removesuffix(".gz")))
+                        self.assertEqual(mismatches(read(os.path.join(folder, name)), collected), [], name)
 
     def test_the_comparison_catches_an_edit(self):
         rows = [{"run_id": "a", "acc": "0.5"}, {"run_id": "b", "acc": "0.75"}]
