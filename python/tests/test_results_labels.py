@@ -1,7 +1,8 @@
-"""Every published run is labelled with the code that made it: each commit that stamped a run of a
-results/ folder (`commit` in its runs.csv) is named in that folder's README.md, and a "-dirty"
-commit (a binary built from a tree with uncommitted changes) is named as dirty. A README that
-lists a sweep's runs under a clean commit when some ran from a modified tree fails here."""
+"""Every published run is labelled with the code and the machine that made it: each commit that
+stamped a run of a results/ folder (`commit` in its runs.csv) is named in that folder's README.md,
+a "-dirty" commit (a binary built from a tree with uncommitted changes) as dirty, and so is each
+GPU (`gpu_name`, "NVIDIA " left off) or the CPU. A README that lists a sweep's runs under a clean
+commit when some ran from a modified tree fails here."""
 import csv
 import glob
 import os
@@ -20,8 +21,10 @@ def unlabelled(folder):
     with open(readme, encoding="utf-8") as f:
         text = f.read()
     with open(os.path.join(folder, "runs.csv"), newline="", encoding="utf-8") as f:
-        commits = {row.get("commit") or "(none)" for row in csv.DictReader(f)}
-    missing = []
+        rows = list(csv.DictReader(f))
+    commits = {row.get("commit") or "(none)" for row in rows}
+    machines = {(row.get("gpu_name") or "").removeprefix("NVIDIA ") or "CPU" for row in rows}
+    missing = [f"{m} (machine)" for m in sorted(machines) if m not in text]
     for commit in sorted(commits):
         dirty = commit.endswith("-dirty")
         short = commit.removesuffix("-dirty")[:7]
@@ -45,15 +48,15 @@ class ResultsLabels(unittest.TestCase):
     def test_the_check_catches_a_mislabel(self):
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "runs.csv"), "w", newline="") as f:
-                csv.writer(f).writerows([["run_id", "commit"], ["a", "c947eb9616ba"], ["b", "c947eb9616ba-dirty"],
-                                         ["c", "ee3d63554695"]])
+                csv.writer(f).writerows([["run_id", "commit", "gpu_name"], ["a", "c947eb9616ba", "NVIDIA H200"],
+                                         ["b", "c947eb9616ba-dirty", "NVIDIA H200"], ["c", "ee3d63554695", ""]])
             readme = os.path.join(d, "README.md")
             with open(readme, "w") as f:
-                f.write("| code | commit c947eb9 (2 runs), ee3d635 (1) |\n")
+                f.write("| code | commit c947eb9 (2 runs), ee3d635 (1) |\n| machine | H200, a CPU |\n")
             self.assertEqual(unlabelled(d), ["c947eb9616ba-dirty (named, but not as dirty)"])
             with open(readme, "w") as f:
-                f.write("| code | commit c947eb9 (1 run), c947eb9-dirty (1) |\n")
-            self.assertEqual(unlabelled(d), ["ee3d63554695"])
+                f.write("| code | commit c947eb9 (1 run), c947eb9-dirty (1) |\n| machine | H100 |\n")
+            self.assertEqual(unlabelled(d), ["CPU (machine)", "H200 (machine)", "ee3d63554695"])
             os.remove(readme)
             self.assertEqual(unlabelled(d), ["README.md missing"])
 
