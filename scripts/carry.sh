@@ -33,8 +33,9 @@ case ${1:-} in
       { grep -E "error|FAILED" build-carry/build.log | head -40 >&2; exit 1; }
     [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
     mkdir -p .carry
+    rm -f .carry/pathbench.digest  # no moment where an old digest vouches for the new binary
     cp build-carry/pathbench .carry/pathbench.tmp && mv .carry/pathbench.tmp .carry/pathbench
-    echo "$before" >.carry/pathbench.digest
+    echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     echo "carry.sh: .carry/pathbench ($(du -h .carry/pathbench | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
     ;;
   use)
