@@ -14,7 +14,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def unlabelled(folder):
-    """The commits of folder/runs.csv that folder/README.md does not name (as it should)."""
+    """The machines and commits of folder/runs.csv that folder/README.md does not name (as it should)."""
     readme = os.path.join(folder, "README.md")
     if not os.path.exists(readme):
         return ["README.md missing"]
