@@ -2,17 +2,18 @@
 # A GPU binary built ahead, on a machine with nvcc but no GPU, and carried to a lent GPU machine
 # with the sources, so that a call there need not spend its first minute and a half building.
 #   scripts/carry.sh build      builds the CLI with the CUDA backend (sm_90, portable host code:
-#                               PATHBENCH_NATIVE=OFF) in build-carry/ and puts it, with the digest
-#                               of the sources it was built from, into .carry/ (git-ignored; name
-#                               it in the device call's carry list). Refuses a tree whose sources
-#                               differ from HEAD, so the binary's commit names its code
-#   scripts/carry.sh use DEST   on the GPU machine: copies .carry/pathbench to DEST when the digest
+#                               PATHBENCH_NATIVE=OFF) in build-carry/ and puts it gzipped, with the
+#                               digest of the sources it was built from, into .carry/ (git-ignored;
+#                               name it in the device call's carry list). Refuses a tree whose
+#                               sources differ from HEAD, so the binary's commit names its code
+#   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.gz to DEST when the digest
 #                               of the sources here equals the carried one and the binary runs
 #                               (`--version`); exits 1 otherwise (the caller builds instead)
 #   scripts/carry.sh digest     prints the digest of the sources
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
-# in holds the very code it was built from.
+# in holds the very code it was built from. Gzipped, the binary is 8 MB instead of 26: a device
+# call carries at most 64 MiB, the tracked tree and .deps included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(CMakeLists.txt cmake core kernels models runners tasks)
@@ -34,18 +35,22 @@ case ${1:-} in
     [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
     mkdir -p .carry
     rm -f .carry/pathbench.digest  # no moment where an old digest vouches for the new binary
-    cp build-carry/pathbench .carry/pathbench.tmp && mv .carry/pathbench.tmp .carry/pathbench
+    rm -f .carry/pathbench  # the unzipped binary of an older carry.sh
+    gzip -9 -c build-carry/pathbench >.carry/pathbench.gz.tmp && mv .carry/pathbench.gz.tmp .carry/pathbench.gz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
-    echo "carry.sh: .carry/pathbench ($(du -h .carry/pathbench | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
+    echo "carry.sh: .carry/pathbench.gz ($(du -h .carry/pathbench.gz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
     ;;
   use)
     dest=${2:?usage: scripts/carry.sh use DEST}
-    [[ -x .carry/pathbench && -f .carry/pathbench.digest ]] || { echo "carry.sh: no carried binary" >&2; exit 1; }
+    [[ -f .carry/pathbench.gz && -f .carry/pathbench.digest ]] || { echo "carry.sh: no carried binary" >&2; exit 1; }
     [[ $(digest) == "$(cat .carry/pathbench.digest)" ]] ||
       { echo "carry.sh: the carried binary was built from other sources; not used" >&2; exit 1; }
-    version=$(.carry/pathbench --version 2>&1) || { echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }
     mkdir -p "$(dirname "$dest")"
-    cp .carry/pathbench "$dest.tmp" && mv "$dest.tmp" "$dest"
+    gzip -dc .carry/pathbench.gz >"$dest.tmp" && chmod +x "$dest.tmp" ||
+      { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not unpack" >&2; exit 1; }
+    version=$("$dest.tmp" --version 2>&1) ||
+      { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }
+    mv "$dest.tmp" "$dest"
     echo "carry.sh: using the carried binary ($version)"
     ;;
   *) echo "usage: scripts/carry.sh build | use DEST | digest" >&2; exit 2 ;;

@@ -12,8 +12,7 @@ cp "$src"/scripts/carry.sh "$t"/scripts/
 cp -r "$src"/CMakeLists.txt "$src"/cmake "$src"/core "$src"/kernels "$src"/models "$src"/runners "$src"/tasks "$t"/
 cd "$t"
 mkdir -p .carry
-printf '#!/usr/bin/env bash\necho "pathbench 0.1.0 (stand-in)"\n' >.carry/pathbench
-chmod +x .carry/pathbench
+printf '#!/usr/bin/env bash\necho "pathbench 0.1.0 (stand-in)"\n' | gzip >.carry/pathbench.gz
 bash scripts/carry.sh digest >.carry/pathbench.digest
 fail=0
 expect() {  # WANT_RC WHAT: scripts/carry.sh use out/pathbench exits WANT_RC, out/pathbench exists iff 0
@@ -33,9 +32,11 @@ expect 0 "the source restored"
 touch kernels/new.cu
 expect 1 "an added source file"
 rm kernels/new.cu
-printf '#!/usr/bin/env bash\nexit 127\n' >.carry/pathbench
+printf '#!/usr/bin/env bash\nexit 127\n' | gzip >.carry/pathbench.gz
 expect 1 "a binary that does not run"
-rm .carry/pathbench
+echo "not gzip" >.carry/pathbench.gz
+expect 1 "a file that does not unpack"
+rm .carry/pathbench.gz
 expect 1 "no carried binary"
 ((fail == 0)) && echo "carry.sh use takes the carried binary only for its own sources, and only when it runs"
 exit $fail
