@@ -9,6 +9,13 @@
 #   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.gz to DEST when the digest
 #                               of the sources here equals the carried one and the binary runs
 #                               (`--version`); exits 1 otherwise (the caller builds instead)
+#   scripts/carry.sh stamp      writes .carry/sources: the digest of the sources and HEAD's commit
+#                               (build writes it too); refuses sources that differ from HEAD
+#   scripts/carry.sh commit     on the GPU machine, whose copy of the tree has no git metadata:
+#                               prints the stamped commit when the sources here have its digest,
+#                               exits 1 otherwise, and 2 when PB_COMMIT is set and names another
+#                               commit. scripts/gpu.sh builds with it as PB_COMMIT, so a binary
+#                               built there is stamped with its code's commit, not a hand-typed one
 #   scripts/carry.sh digest     prints the digest of the sources
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
@@ -18,11 +25,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(CMakeLists.txt cmake core kernels models runners tasks)
 digest() { find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32; }
+clean() {
+  git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
+    { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
+}
+stamp() {  # .carry/sources: "DIGEST COMMIT" of HEAD's sources
+  mkdir -p .carry
+  echo "$1 $(git rev-parse --short=12 HEAD)" >.carry/sources.tmp && mv .carry/sources.tmp .carry/sources
+}
 case ${1:-} in
   digest) digest ;;
+  stamp) clean && stamp "$(digest)" && echo "carry.sh: .carry/sources: $(cat .carry/sources)" ;;
+  commit)
+    read -r d c <.carry/sources 2>/dev/null || { echo "carry.sh: no .carry/sources (scripts/carry.sh stamp)" >&2; exit 1; }
+    [[ $d == "$(digest)" ]] || { echo "carry.sh: .carry/sources stamps other sources than these" >&2; exit 1; }
+    [[ -z ${PB_COMMIT:-} || $c == "$PB_COMMIT"* || ${PB_COMMIT%-dirty} == "$c"* ]] ||
+      { echo "carry.sh: PB_COMMIT=$PB_COMMIT, but .carry/sources stamps these sources as $c's" >&2; exit 2; }
+    echo "$c"
+    ;;
   build)
-    git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
-      { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
+    clean
     before=$(digest)
     # The sources are HEAD's, so HEAD names the binary's code, whatever else the tree holds.
     PB_COMMIT=$(git rev-parse --short=12 HEAD)
@@ -38,6 +60,7 @@ case ${1:-} in
     rm -f .carry/pathbench  # the unzipped binary of an older carry.sh
     gzip -9 -c build-carry/pathbench >.carry/pathbench.gz.tmp && mv .carry/pathbench.gz.tmp .carry/pathbench.gz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
+    stamp "$before"
     echo "carry.sh: .carry/pathbench.gz ($(du -h .carry/pathbench.gz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
     ;;
   use)
@@ -53,5 +76,5 @@ case ${1:-} in
     mv "$dest.tmp" "$dest"
     echo "carry.sh: using the carried binary ($version)"
     ;;
-  *) echo "usage: scripts/carry.sh build | use DEST | digest" >&2; exit 2 ;;
+  *) echo "usage: scripts/carry.sh build | use DEST | stamp | commit | digest" >&2; exit 2 ;;
 esac

@@ -36,6 +36,15 @@ BUILD=${BUILD_DIR:-build-gpu}
 LOG_DIR=${LOG_DIR:-$BUILD/logs}
 mkdir -p "$LOG_DIR" results/bench
 export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+# A copy of the tree without git metadata (a lent GPU machine) takes its commit from the stamp
+# scripts/carry.sh wrote beside it, when the sources are the stamped ones (a PB_COMMIT set by hand
+# must agree with it); without a matching stamp, from PB_COMMIT as before.
+if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  rc=0
+  stamped=$(scripts/carry.sh commit) || rc=$?
+  ((rc != 2)) || exit 2
+  ((rc != 0)) || export PB_COMMIT=$stamped
+fi
 
 echo "== build ($BUILD)" >&2
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||

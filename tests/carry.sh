@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/carry.sh use takes a carried binary only where the sources match the ones it was built
 # from and it runs: a stand-in binary in a temporary copy of the tree, used, refused after a
-# source file changes, refused when it does not run, and refused when a source file is added.
+# source file changes, refused when it does not run, and refused when a source file is added;
+# and the commit stamp, printed only for the stamped sources and against a disagreeing PB_COMMIT.
 # Usage: tests/carry.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
 src=$PWD
@@ -38,5 +39,18 @@ echo "not gzip" >.carry/pathbench.gz
 expect 1 "a file that does not unpack"
 rm .carry/pathbench.gz
 expect 1 "no carried binary"
-((fail == 0)) && echo "carry.sh use takes the carried binary only for its own sources, and only when it runs"
+# The stamp: the commit of the stamped sources, not of others, and a PB_COMMIT that disagrees refused.
+commit_rc() {  # WANT_RC WANT_OUT WHAT [PB_COMMIT]
+  local rc=0 out
+  out=$(PB_COMMIT=${4:-} bash scripts/carry.sh commit 2>/dev/null) || rc=$?
+  [[ $rc == "$1" && $out == "$2" ]] || { echo "FAIL: commit, $3: exit $rc, printed '$out'"; fail=1; }
+}
+commit_rc 1 "" "no stamp"
+echo "$(bash scripts/carry.sh digest) 0123456789ab" >.carry/sources
+commit_rc 0 0123456789ab "the stamped sources"
+commit_rc 0 0123456789ab "PB_COMMIT agreeing" 0123456
+commit_rc 2 "" "PB_COMMIT naming another commit" fedcba9
+echo "// changed" >>core/error.h
+commit_rc 1 "" "a changed source file"
+((fail == 0)) && echo "carry.sh use takes the carried binary only for its own sources, and only when it runs; commit names only the stamped sources"
 exit $fail
