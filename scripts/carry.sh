@@ -57,7 +57,6 @@ case ${1:-} in
     [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
     mkdir -p .carry
     rm -f .carry/pathbench.digest  # no moment where an old digest vouches for the new binary
-    rm -f .carry/pathbench  # the unzipped binary of an older carry.sh
     gzip -9 -c build-carry/pathbench >.carry/pathbench.gz.tmp && mv .carry/pathbench.gz.tmp .carry/pathbench.gz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     stamp "$before"
