@@ -434,7 +434,14 @@ std::map<Key, std::vector<size_t>, KeyLess> cell_rows(const Csv& csv, const std:
 SeqStats seqstats_beside(const std::string& evals_csv) {
   const std::string path = (std::filesystem::path(evals_csv).parent_path() / "seqstats.csv").string();
   SeqStats out;
-  if (!std::filesystem::exists(path)) return out;
+  if (!std::filesystem::exists(path)) {
+    // A results folder commits it gzipped (scripts/history.sh): without it the intervals would
+    // silently fall back to ± 1 sd.
+    if (std::filesystem::exists(path + ".gz"))
+      fail("{}.gz is not unpacked; run scripts/history.sh unpack {}", path,
+           std::filesystem::path(path).parent_path().string());
+    return out;
+  }
   const Csv csv = read_csv(path);
   const size_t id = csv.column("run_id"), task = csv.column("task"), split = csv.column("split");
   const size_t bins = csv.column("bins");

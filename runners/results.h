@@ -117,7 +117,8 @@ std::map<Key, std::vector<size_t>, KeyLess> cell_rows(const Csv& csv, const std:
 
 // The per-sequence error counts of the final evaluations (seqstats.csv), by (run_id, task, split).
 using SeqStats = std::map<std::tuple<std::string, std::string, std::string>, SeqHist>;
-// seqstats.csv in the directory of `evals_csv`; empty when there is none.
+// seqstats.csv in the directory of `evals_csv`; empty when there is none; an error when only
+// seqstats.csv.gz is (not unpacked).
 SeqStats seqstats_beside(const std::string& evals_csv);
 // The counts of row `r` of an evals.csv; nullptr when seqstats has none (or the CSV lacks run_id,
 // task or split), or when their scored targets do not sum to the row's n (a row of a part of the

@@ -229,6 +229,9 @@ TEST_CASE("table: nested bootstrap intervals from seqstats.csv, bounds for zero 
   q.rows[0][4] = "0:10";
   pb::write_file_atomic(seqs, pb::write_csv(q));
   CHECK_THROWS_WITH(cli(args), Contains("seqstats.csv:2: bins must be 'wrong:scored:sequences ...'"));
+  // Committed gzipped and not unpacked: an error, not a table without its intervals.
+  fs::rename(seqs, seqs + ".gz");
+  CHECK_THROWS_WITH(cli(args), Contains("seqstats.csv.gz is not unpacked; run scripts/history.sh unpack"));
 }
 
 TEST_CASE("collect: runs.csv, evals.csv and history.csv from run directories", "[sweep]") {

@@ -1,6 +1,6 @@
 """The published numbers are what the published run records say: for every results/ folder with a
 records.tgz, `pathbench collect` over those records gives the committed runs.csv, evals.csv,
-seqstats.csv, distances.csv and (gzipped) history.csv and distance_history.csv, row for row, in
+distances.csv and (gzipped) seqstats.csv, history.csv and distance_history.csv, row for row, in
 every column the committed file has (a newer collect may add columns). Records of a conversion's
 RoPE sources (`runs/*-sources`) are kept for reference and not collected. Needs PATHBENCH (the
 binary; CTest sets it)."""
@@ -15,7 +15,8 @@ import tempfile
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CSVS = ["runs.csv", "evals.csv", "seqstats.csv", "distances.csv", "history.csv.gz", "distance_history.csv.gz"]
+CSVS = ["runs.csv", "evals.csv", "distances.csv", "seqstats.csv.gz", "history.csv.gz", "distance_history.csv.gz"]
+REQUIRED = ["runs.csv", "evals.csv", "seqstats.csv.gz"]  # every folder's runs have final evaluations
 
 
 def read(path):
@@ -57,6 +58,8 @@ class ResultsRecords(unittest.TestCase):
             with self.subTest(folder=os.path.relpath(folder, REPO)), tempfile.TemporaryDirectory() as tmp:
                 out = recollect(folder, os.environ["PATHBENCH"], tmp)
                 for name in CSVS:
+                    if name in REQUIRED:
+                        self.assertTrue(os.path.exists(os.path.join(folder, name)), f"{name} is not committed")
                     if os.path.exists(os.path.join(folder, name)):
                         collected = read(os.path.join(out, name.removesuffix(".gz")))
                         self.assertEqual(mismatches(read(os.path.join(folder, name)), collected), [], name)
