@@ -203,12 +203,12 @@ void run_table(TableOptions o) {
                                        "out; ≥ d (k of n seeds): runs pending at d, undecided; blank: no runs)",
                                        who, caption, o.min_layers);
     if (fill.filled)
-      caption += fmt::format("; {} deeper depths of configurations (seed, {}) that reached it were not run (the "
-                             "depth search) and count with the values of the depth that reached it",
-                             fill.filled, o.best_over.empty() ? "row, column" : o.best_over + ", row, column");
+      caption += fmt::format("; deeper depths not run because their configuration (seed, {}) reached it (the "
+                             "depth search): {}, counted with the values of the depth that reached it",
+                             o.best_over.empty() ? "row, column" : o.best_over + ", row, column", fill.filled);
     if (fill.short_of)
-      caption += fmt::format("; {} configurations end below it before their cell's deepest depth (pending or "
-                             "failed runs): their deeper depths are missing, not filled", fill.short_of);
+      caption += fmt::format("; configurations ending below it before their cell's deepest depth (pending or "
+                             "failed runs): {}, their deeper depths missing, not filled", fill.short_of);
   } else {
     const Cells cells = aggregate(csv, rows, {o.rows, o.cols}, o.metric, "", lower);  // checks one row per seed
     auto by_cell = cell_rows(csv, rows, {o.rows, o.cols}, o.metric);

@@ -44,8 +44,8 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   // 1's 0.95 alone: seed 0's run there is pending, so the cell is undecided, not 2.
   const std::string mean = table(csv, "");
   CHECK_THAT(mean, Contains("| path | 2 (n=2) |") && Contains("| rope | ≥ 2 (1 of 2 seeds) |"));
-  CHECK_THAT(mean, Contains("; 2 deeper depths of configurations (seed, row, column) that reached it were not run"));
-  CHECK_THAT(mean, Contains("; 1 configurations end below it before their cell's deepest depth"));
+  CHECK_THAT(mean, Contains("; deeper depths not run because their configuration (seed, row, column) reached it (the depth search): 2,"));
+  CHECK_THAT(mean, Contains("; configurations ending below it before their cell's deepest depth (pending or failed runs): 1,"));
   CHECK_THAT(table(csv, " --min-layers-by all"), Contains("| path | 3 (n=2) |"));
   // Some seed: one seed's pass decides, present or not the others (rope's seed 1 at 2 layers).
   CHECK_THAT(table(csv, " --min-layers-by any"), Contains("| path | 1 (n=2) |") && Contains("| rope | 2 (n=1) |"));
@@ -58,10 +58,10 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   // A configuration that reached the threshold at its cell's deepest depth leaves nothing to fill.
   c.rows.resize(8);  // path only
   pb::write_file_atomic(csv, pb::write_csv(c));
-  CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |") && Contains("2 deeper depths"));
+  CHECK_THAT(table(csv, ""), Contains("| path | 2 (n=2) |") && Contains("depth search): 2,"));
   c.rows.resize(2);  // path seed 0 at 1 layer alone
   pb::write_file_atomic(csv, pb::write_csv(c));
-  CHECK_THAT(table(csv, ""), Contains("| path | 1 (n=1) |") && !Contains("deeper depths"));
+  CHECK_THAT(table(csv, ""), Contains("| path | 1 (n=1) |") && !Contains("deeper depths not run"));
 }
 
 TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided cells left out", "[sweep]") {
@@ -209,7 +209,7 @@ TEST_CASE("table --min-layers: a configuration counts as skipped deeper by what 
   // filled: undecided at 2 layers.
   const std::string t = table(csv, "");
   CHECK_THAT(t, Contains("| path | 2 (n=2) |") && Contains("| rope | ≥ 2 (1 of 2 seeds) |"));
-  CHECK_THAT(t, Contains("1 deeper depths of configurations") && Contains("; 1 configurations end below it"));
+  CHECK_THAT(t, Contains("depth search): 1,") && Contains("failed runs): 1,"));
   // A CSV without the search's split falls back to the table's.
   std::vector<std::vector<std::string>> test_only;
   for (const auto& row : c.rows)
