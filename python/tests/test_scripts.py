@@ -1,11 +1,15 @@
 """scripts/first_step.py on a hand-made history.csv: the first step each run reached a value,
 including a run stopped by its stop_at rule at its last step, whose periodic value that met the
 rule is only in the `stop` column (the history keeps the final evaluation at that step). And
-scripts/slow_calls.py on a hand-made log in core/slow_call.h's format."""
+scripts/slow_calls.py on a hand-made log in core/slow_call.h's format, and scripts/metric_windows.py
+on hand-made run records."""
 import csv
+import io
+import json
 import os
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -104,6 +108,53 @@ class FirstStep(unittest.TestCase):
         out = self.run_script("--split", "val", "--metric", "loss", "--at", "1")
         self.assertEqual(out.returncode, 2)
         self.assertIn("no column 'loss'", out.stderr)
+
+
+class MetricWindows(unittest.TestCase):
+    # Two runs' metrics.jsonl: run "a" logs steps 0, 200, ..., 2000 with grad_norm = step / 100;
+    # run "b" logs only steps 0 and 2000.
+    RUNS = [("a", "fox", "0"), ("b", "sba", "1")]
+    LOGS = {"a": range(0, 2001, 200), "b": (0, 2000)}
+
+    def run_script(self, *args, runs=RUNS, members=("a", "b")):
+        with tempfile.TemporaryDirectory() as d:
+            records, runs_csv = os.path.join(d, "records.tgz"), os.path.join(d, "runs.csv")
+            with tarfile.open(records, "w:gz") as tar:
+                for run in members:
+                    data = "".join(json.dumps({"step": s, "grad_norm": s / 100}) + "\n" for s in self.LOGS[run]).encode()
+                    info = tarfile.TarInfo(f"runs/sweep/{run}/metrics.jsonl")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+            with open(runs_csv, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["run_id", "pe", "seed"])
+                w.writerows(runs)
+            script = os.path.join(REPO, "scripts", "metric_windows.py")
+            return subprocess.run([sys.executable, script, records, runs_csv, "--metric", "grad_norm", "--rows", "pe",
+                                   *args], capture_output=True, text=True)
+
+    def test_medians_by_window(self):
+        out = self.run_script("--windows", "0", "1000", "2000")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        # a: steps 0..800 -> 0..8, median 4; steps 1000..2000 (the last window includes its end) -> median 15
+        # b: step 0 alone, then step 2000 alone
+        self.assertEqual(rows, ["| pe | seed | 0–1,000 | 1,000–2,000 |", "| fox | 0 | 4 | 15 |", "| sba | 1 | 0 | 20 |"])
+
+    def test_a_window_without_logged_steps_and_where(self):
+        out = self.run_script("--windows", "100", "1000", "--where", "pe=sba")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.splitlines()[2:], ["| sba | 1 | - |"])
+
+    def test_a_run_missing_from_the_records_is_an_error(self):
+        out = self.run_script("--windows", "0", "1000", members=("a",))
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("run b of", out.stderr)
+
+    def test_windows_must_increase(self):
+        out = self.run_script("--windows", "1000", "1000")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("increasing", out.stderr)
 
 
 SLOW_LOG = """sweep x: 3/24 done
