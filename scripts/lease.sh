@@ -18,10 +18,14 @@
 #                                               if missing (or takes the one scripts/carry.sh built
 #                                               ahead, when it matches the sources), starts the
 #                                               sweep unless it is running (a fresh machine resumes
-#                                               from records.tgz), returns
+#                                               from records.tgz; a sweep found running with
+#                                               another ONLY, left by the last call on a warm
+#                                               machine, is waited for, and this call's starts
+#                                               when it ends, time left), returns
 #                                               UNTIL_S s after the command began (sooner when the
 #                                               sweep ends), then snapshots and collects; with $OUT
-#                                               set, copies records.tgz and the log there (the CSVs
+#                                               set, copies records.tgz and the log there (and the
+#                                               waited-for sweep's log as SWEEP.earlier.log; the CSVs
 #                                               are `collect`'s of the records, anywhere). TEST=1
 #                                               first builds and runs the GPU tests (scripts/gpu.sh
 #                                               test; logs in runs/gpu-test, and with $OUT
@@ -50,7 +54,7 @@ PB=${PATHBENCH:-build-gpu/pathbench}
 cmd=${1:-}
 s=${2:-}
 [[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
-log=runs/$s.log pidfile=runs/$s.pid
+log=runs/$s.log pidfile=runs/$s.pid onlyfile=runs/$s.only
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 # results/SWEEP/records.tgz into runs/SWEEP without mixing two attempts of a run (see `unpack` above):
 # a run is taken whole from one side. Files of the sweep itself (grid.json, sweep.toml) are taken
@@ -63,6 +67,7 @@ unpack() {
   tmp=$(mktemp -d runs/.unpack.XXXXXX)
   tar xzf results/"$s"/records.tgz -C "$tmp"
   for p in "$tmp"/runs/"$s"/*; do
+    [[ -e $p ]] || continue  # a pack of no runs
     id=${p##*/}
     if [[ -d $p ]]; then
       [[ -f runs/$s/$id/result.json ]] && continue
@@ -110,6 +115,7 @@ case $cmd in
       ${OVERWRITE:+--overwrite} "${only[@]}" >"$log" 2>&1 </dev/null &
     pid=$!
     echo $pid >"$pidfile"
+    echo "${ONLY:-}" >"$onlyfile"
     for ((i = 0; i < 10; ++i)); do  # a sweep refused at once (a changed grid, a bad file) says so here
       kill -0 $pid 2>/dev/null || break
       sleep 0.5
@@ -157,7 +163,12 @@ case $cmd in
       LOG_DIR=runs scripts/gpu.sh build
       echo "built $PB in $((SECONDS - t0)) s"
     fi
-    running || "$0" start "$s" ${4:+"$4"}
+    if running && [[ $(cat "$onlyfile" 2>/dev/null) != "${ONLY:-}" ]]; then
+      echo "lease.sh: $s is running with another selection (ONLY='$(cat "$onlyfile" 2>/dev/null)'); this call's starts when it ends"
+      while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
+      [[ -z ${OUT:-} ]] || cp "$log" "$OUT/$s.earlier.log"  # the next start rewrites the log
+    fi
+    running || ((SECONDS - t0 >= until_s)) || "$0" start "$s" ${4:+"$4"}
     while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
     "$0" status "$s"
     rc=0

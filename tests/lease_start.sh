@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # scripts/lease.sh start hands the sweep its options: PACK, the drain, ONLY (one --only per word),
-# to a stand-in pathbench that records its arguments.
+# to a stand-in pathbench that records its arguments; and `call` on a machine where a sweep is still
+# running (left by the last call) waits for it and then starts its own when its ONLY differs, and
+# starts nothing when it is the same.
 # Usage: tests/lease_start.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
 src=$PWD
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 mkdir -p "$t"/scripts "$t"/sweeps "$t"/bin
-cp "$src"/scripts/lease.sh "$t"/scripts/
+cp "$src"/scripts/lease.sh "$src"/scripts/history.sh "$t"/scripts/
 touch "$t"/sweeps/s.toml
 cd "$t"
 cat >bin/pathbench <<'PB'
 #!/usr/bin/env bash
+[[ $1 == collect || " $* " == *" --dry-run "* ]] && exit 0
+mkdir -p runs/s
 echo "$*" >args.tmp && mv args.tmp args
+sleep "$(cat sleep_s 2>/dev/null || echo 0)"  # a sweep that runs this long
 PB
 chmod +x bin/pathbench
 fail=0
@@ -27,5 +32,17 @@ PATHBENCH=bin/pathbench PACK=2 ONLY="pe=sba,fox task.n_back=2" bash scripts/leas
 check "sweep sweeps/s.toml --pack 2 --drain-after 130 --only pe=sba,fox --only task.n_back=2"
 PATHBENCH=bin/pathbench bash scripts/lease.sh start s >/dev/null
 check "sweep sweeps/s.toml --pack auto"
-((fail == 0)) && echo "start passes PACK, the drain and ONLY"
+echo 8 >sleep_s  # longer than the 5 s for which start watches a sweep that could fail at once
+PATHBENCH=bin/pathbench ONLY="pe=a" bash scripts/lease.sh start s >/dev/null
+check "sweep sweeps/s.toml --pack auto --only pe=a"
+echo 0 >sleep_s
+out=$(PATHBENCH=bin/pathbench ONLY="pe=b" bash scripts/lease.sh call s 30 2>&1)
+[[ $out == *"running with another selection (ONLY='pe=a')"* ]] || { echo "call did not wait: $out"; fail=1; }
+check "sweep sweeps/s.toml --pack auto --only pe=b"
+echo 8 >sleep_s
+PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh start s >/dev/null
+check "sweep sweeps/s.toml --pack auto --only pe=c"
+PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh call s 30 >/dev/null 2>&1
+check "no call"
+((fail == 0)) && echo "start passes PACK, the drain and ONLY; call waits for a sweep of another selection, then starts its own"
 exit $fail
