@@ -1,8 +1,8 @@
 """scripts/first_step.py on a hand-made history.csv: the first step each run reached a value,
 including a run stopped by its stop_at rule at its last step, whose periodic value that met the
 rule is only in the `stop` column (the history keeps the final evaluation at that step). And
-scripts/slow_calls.py on a hand-made log in core/slow_call.h's format, and scripts/metric_windows.py
-on hand-made run records."""
+scripts/slow_calls.py on a hand-made log in core/slow_call.h's format, scripts/metric_windows.py on
+hand-made run records, and scripts/mqrar_errors.py on a hand-made `eval --errors` CSV."""
 import csv
 import io
 import json
@@ -155,6 +155,61 @@ class MetricWindows(unittest.TestCase):
         out = self.run_script("--windows", "1000", "1000")
         self.assertEqual(out.returncode, 2)
         self.assertIn("increasing", out.stderr)
+
+
+class MqrarErrors(unittest.TestCase):
+    # One MQRAR stream, N = 2: k0 is assigned v1, v2, v3, then k1 v4, then k0 v5, v6. The scored
+    # reads: position 4 (target v1), 8 (target v2), 10 (target v3).
+    INPUT = "k0 v1 k0 v2 k0 v3 k1 v4 k0 v5 k0 v6"
+    TARGET = "-1 -1 -1 -1 v1 -1 -1 -1 v2 -1 v3 -1"
+
+    @staticmethod
+    def prediction(answers):  # {position: token}, "-1" elsewhere
+        return " ".join(answers.get(t, "-1") for t in range(12))
+
+    def run_script(self, rows, *args):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "errors.csv")
+            with open(path, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["split", "index", "wrong", "scored", "input", "target", "prediction", "positions"])
+                w.writerows(rows)
+            script = os.path.join(REPO, "scripts", "mqrar_errors.py")
+            return subprocess.run([sys.executable, script, path, *args], capture_output=True, text=True)
+
+    def rows(self):
+        # Sequence 0: the key's value 1 back at 4, another key's value (v4) at 8, the key's value 3
+        # back at 10. Sequence 1: a value not in the context (v9) at 4, a key token at 10.
+        return [("test", 0, 3, 3, self.INPUT, self.TARGET, self.prediction({4: "v2", 8: "v4", 10: "v2"}), "4 8 10"),
+                ("test", 1, 2, 3, self.INPUT, self.TARGET, self.prediction({4: "v9", 8: "v2", 10: "k1"}), "4 10")]
+
+    def test_each_kind_of_answer(self):
+        out = self.run_script(self.rows(), "--n-back", "2")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+        self.assertEqual(rows[1:], ["| the key's value 1 back | 1 | 20.0 |", "| the key's value 3 back | 1 | 20.0 |",
+                                    "| other key | 1 | 20.0 |", "| not in context | 1 | 20.0 |",
+                                    "| not a value | 1 | 20.0 |", "| all wrong reads | 5 | 100 |"])
+
+    def test_split_selects_the_sequences(self):
+        out = self.run_script(self.rows(), "--n-back", "2", "--split", "val")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "no wrong reads")
+
+    def test_another_n_is_an_error(self):
+        out = self.run_script(self.rows(), "--n-back", "3")
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("test sequence 0: position 4: the target v1 is not the key's value 3 back", out.stderr)
+
+    def test_another_csv_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "runs.csv")
+            with open(path, "w") as f:
+                f.write("run_id,pe\na,rope\n")
+            script = os.path.join(REPO, "scripts", "mqrar_errors.py")
+            out = subprocess.run([sys.executable, script, path, "--n-back", "2"], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("is not an errors CSV", out.stderr)
 
 
 SLOW_LOG = """sweep x: 3/24 done
