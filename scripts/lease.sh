@@ -153,6 +153,7 @@ case $cmd in
   call)
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
+    wait_sweep() { while ((SECONDS - t0 < until_s)) && running; do sleep 5; done; }  # until it ends or UNTIL_S
     if [[ -n ${TEST:-} ]]; then
       LOG_DIR=runs/gpu-test scripts/gpu.sh test
       [[ -z ${OUT:-} ]] || cp runs/gpu-test/ctest_cuda.log runs/gpu-test/gpu.txt "$OUT"/
@@ -165,11 +166,11 @@ case $cmd in
     fi
     if running && [[ $(cat "$onlyfile" 2>/dev/null) != "${ONLY:-}" ]]; then
       echo "lease.sh: $s is running with another selection (ONLY='$(cat "$onlyfile" 2>/dev/null)'); this call's starts when it ends"
-      while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
+      wait_sweep
       [[ -z ${OUT:-} ]] || cp "$log" "$OUT/$s.earlier.log"  # the next start rewrites the log
     fi
     running || ((SECONDS - t0 >= until_s)) || "$0" start "$s" ${4:+"$4"}
-    while ((SECONDS - t0 < until_s)) && running; do sleep 5; done
+    wait_sweep
     "$0" status "$s"
     rc=0
     publish || rc=$?  # the records come back even when collect refuses a run (docs/guarantees.md)

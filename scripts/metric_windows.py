@@ -51,19 +51,24 @@ def main():
             fail(f"{a.runs} has no column '{col}'")
     chosen = [r for r in runs if all(r[c] == v for c, v in where)]
 
+    wanted = {r["run_id"] for r in chosen}
+    logs = {}  # run_id -> its metrics.jsonl lines, read in one pass over the gzipped tar
     try:
-        tar = tarfile.open(a.records)
+        with tarfile.open(a.records) as tar:
+            for m in tar:
+                run = m.name.split("/")[-2] if m.name.endswith("/metrics.jsonl") else None
+                if run in wanted:
+                    text = tar.extractfile(m).read().decode()
+                    logs[run] = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, tarfile.TarError) as e:
         fail(f"cannot read {a.records}: {e}")
-    members = {m.name.split("/")[-2]: m for m in tar.getmembers() if m.name.endswith("/metrics.jsonl")}
     spans = list(zip(a.windows, a.windows[1:]))
     print("| " + " | ".join(keys) + " | " + " | ".join(f"{lo:,}–{hi:,}" for lo, hi in spans) + " |")
     print("|" + "---|" * (len(keys) + len(spans)))
     for r in sorted(chosen, key=lambda r: [r[k] for k in keys]):
-        m = members.get(r["run_id"])
-        if m is None:
+        lines = logs.get(r["run_id"])
+        if lines is None:
             fail(f"run {r['run_id']} of {a.runs} has no metrics.jsonl in {a.records}")
-        lines = [json.loads(line) for line in tar.extractfile(m).read().decode().splitlines() if line.strip()]
         cells = []
         for i, (lo, hi) in enumerate(spans):
             last = i == len(spans) - 1
