@@ -3,7 +3,7 @@
 for each wrong read, is the predicted value one the key held earlier (its j-th most recent value,
 j != N), a value of another key in the context, or no value of the context at all?
 
-  mqrar_errors.py ERRORS.csv --n-back N [--split test]
+  mqrar_errors.py ERRORS.csv[.gz] --n-back N [--split test]
 
 A model that finds a key's recent values but not which of them is the N-th answers mostly with the
 key's other recent values; one that has not learned to find the key answers with values of other
@@ -17,6 +17,7 @@ most recent values by j, up to the largest j answered.
 """
 import argparse
 import csv
+import gzip
 import sys
 from collections import Counter
 
@@ -53,18 +54,21 @@ def classify(tokens, preds, targets, positions, n_back):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("errors", help="the CSV of `pathbench eval --errors` on an MQRAR run")
+    ap.add_argument("errors", help="the CSV of `pathbench eval --errors` on an MQRAR run (gzipped if it ends in .gz)")
     ap.add_argument("--n-back", type=int, required=True, help="the task's n_back")
     ap.add_argument("--split", help="only this split's sequences")
     a = ap.parse_args()
     if a.n_back < 1:
         fail("--n-back must be >= 1")
     try:
-        rows = list(csv.DictReader(open(a.errors)))
-    except OSError as e:
-        fail(f"cannot read {a.errors}: {e.strerror}")
+        opener = gzip.open if a.errors.endswith(".gz") else open
+        with opener(a.errors, "rt", newline="") as f:
+            reader = csv.DictReader(f)
+            rows, columns = list(reader), reader.fieldnames or []
+    except (OSError, EOFError) as e:
+        fail(f"cannot read {a.errors}: {getattr(e, 'strerror', None) or e}")
     need = ["split", "index", "input", "target", "prediction", "positions"]
-    if rows and any(c not in rows[0] for c in need):
+    if any(c not in columns for c in need):
         fail(f"{a.errors} is not an errors CSV of `pathbench eval --errors` (columns {', '.join(need)})")
     counts = Counter()
     for r in rows:

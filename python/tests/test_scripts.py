@@ -4,6 +4,7 @@ rule is only in the `stop` column (the history keeps the final evaluation at tha
 scripts/slow_calls.py on a hand-made log in core/slow_call.h's format, scripts/metric_windows.py on
 hand-made run records, and scripts/mqrar_errors.py on a hand-made `eval --errors` CSV."""
 import csv
+import gzip
 import io
 import json
 import os
@@ -167,10 +168,10 @@ class MqrarErrors(unittest.TestCase):
     def prediction(answers):  # {position: token}, "-1" elsewhere
         return " ".join(answers.get(t, "-1") for t in range(12))
 
-    def run_script(self, rows, *args):
+    def run_script(self, rows, *args, gz=False):
         with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "errors.csv")
-            with open(path, "w", newline="") as f:
+            path = os.path.join(d, "errors.csv" + (".gz" if gz else ""))
+            with (gzip.open if gz else open)(path, "wt", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(["split", "index", "wrong", "scored", "input", "target", "prediction", "positions"])
                 w.writerows(rows)
@@ -190,6 +191,12 @@ class MqrarErrors(unittest.TestCase):
         self.assertEqual(rows[1:], ["| the key's value 1 back | 1 | 20.0 |", "| the key's value 3 back | 1 | 20.0 |",
                                     "| other key | 1 | 20.0 |", "| not in context | 1 | 20.0 |",
                                     "| not a value | 1 | 20.0 |", "| all wrong reads | 5 | 100 |"])
+
+    def test_gzipped_csv_reads_the_same(self):
+        plain, gz = self.run_script(self.rows(), "--n-back", "2"), self.run_script(self.rows(), "--n-back", "2", gz=True)
+        self.assertEqual(gz.returncode, 0, gz.stderr)
+        self.assertIn("| all wrong reads | 5 | 100 |", gz.stdout)
+        self.assertEqual(gz.stdout, plain.stdout)
 
     def test_split_selects_the_sequences(self):
         out = self.run_script(self.rows(), "--n-back", "2", "--split", "val")
