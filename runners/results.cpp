@@ -300,6 +300,7 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
     const auto names = labels(group[g], values);
     for (size_t i = 0; i < values.size(); ++i) label_of[g][values[i]] = names[i];
   }
+  const size_t grid = distinct(csv, select, o.key).size();  // values of the key with rows anywhere here
   note = fmt::format("\n{} chosen on {} by mean {}{}:\n", o.key, o.select_on, select_metric,
                      tie_break.empty() ? "" : ", ties broken by the lower mean loss");
   for (const auto& [key, c] : choices) {
@@ -310,6 +311,8 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
       note += fmt::format("; tied: {}{}", fmt::join(c.ties, ", "),
                           tie_break.empty() ? "" : fmt::format(", mean loss {:.4g}", c.tie));
     if (!c.seeds.empty()) note += "; " + c.seeds;
+    if (c.values.size() == 1 && grid > 1)
+      note += fmt::format("; the only {} of {} with rows for it: nothing compared", o.key, grid);
     if (c.values.size() >= 3 && (c.value == c.values.front() || c.value == c.values.back()))
       note += fmt::format("; the {} of {} values: not bracketed", c.value == c.values.front() ? "lowest" : "highest",
                           c.values.size());

@@ -1,7 +1,7 @@
 // --best-over's choice (runners/results.cpp, choose): the values of a hyperparameter are compared
 // on the seeds they all have, so a learning rate with fewer finished seeds is not compared on a
-// different sample, and a choice at an end of the values compared is marked (docs/statistics.md,
-// Selection).
+// different sample, a choice at an end of the values compared is marked, and so is a "choice" of
+// the one value a group has rows for (docs/statistics.md, Selection).
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -85,4 +85,15 @@ TEST_CASE("best-over: a choice at either end of three or more values is marked n
   CHECK_THAT(out, Contains("- pe=path: lr = 0.0003 (0.9)\n"));
   CHECK_THAT(out, Contains("- pe=fox: lr = 0.001 (0.9; the highest of 3 values: not bracketed)\n"));
   CHECK_THAT(out, Contains("- pe=nope: lr = 0.0003 (0.2)\n"));
+}
+
+TEST_CASE("best-over: a group with rows at one value only says nothing was compared", "[sweep]") {
+  pb::Csv c;
+  c.header = {"pe", "lr", "seed", "split", "acc"};
+  // rope has finished at both rates, sba (a sweep still running) at 3e-4 only.
+  c.rows = {{"rope", "0.0003", "0", "val", "0.9"}, {"rope", "0.001", "0", "val", "0.8"},
+            {"sba", "0.0003", "0", "val", "0.7"}};
+  const std::string out = best_lr_table(c);
+  CHECK_THAT(out, Contains("- pe=rope: lr = 0.0003 (0.9)\n"));
+  CHECK_THAT(out, Contains("- pe=sba: lr = 0.0003 (0.7; the only lr of 2 with rows for it: nothing compared)\n"));
 }
