@@ -300,7 +300,7 @@ std::vector<size_t> chosen_rows(const Csv& csv, const std::string& csv_name, con
     const auto names = labels(group[g], values);
     for (size_t i = 0; i < values.size(); ++i) label_of[g][values[i]] = names[i];
   }
-  const size_t grid = distinct(csv, select, o.key).size();  // values of the key with rows anywhere here
+  const size_t grid = distinct(csv, select, o.key).size();  // the key's values over every group's rows
   note = fmt::format("\n{} chosen on {} by mean {}{}:\n", o.key, o.select_on, select_metric,
                      tie_break.empty() ? "" : ", ties broken by the lower mean loss");
   for (const auto& [key, c] : choices) {
