@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PB=${PATHBENCH:-build/pathbench}
 [ -x "$PB" ] || bash scripts/build.sh
-FLIPFLOP_SWEEPS="paper-flipflop diag-flipflop-rope"
+FLIPFLOP_SWEEPS="paper-flipflop diag-flipflop-rope diag-flipflop-rope-lr"
 
 # Writes $1 from the output of the command $2.. atomically: a failing command inside it stops the
 # script (set -e holds in the command, which an `&&` after it would switch off), the old file kept.
@@ -85,6 +85,21 @@ flipflop_tables() {
     done
   }
   atomic $d/tables.md diag
+  d=results/diag-flipflop-rope-lr
+  lrs() {
+    echo "# diag-flipflop-rope-lr: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and seqstats.csv. Error rates in %."
+    for s in val val_sparse val_dense; do
+      echo
+      echo "## $s"
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols lr --split $s --metric error_rate --percent
+      echo
+      "$PB" table $d/evals.csv --rows pe --cols lr --split $s --metric error_rate --percent --per-seed
+    done
+  }
+  atomic $d/tables.md lrs
 }
 
 lengthgen_tables() {
