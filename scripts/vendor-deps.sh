@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Downloads the "lib" packages of deps/debian-packages.txt as .deb files into .deps/ and unpacks
 # them into .deps/usr, for building on an offline GPU machine (see docs/gpu.md). CMake finds
-# .deps/usr by itself. Run it on a networked Debian 12 machine; carry .deps/ with the sources.
+# .deps/usr by itself. Run it on a networked Debian 12 machine; carry .deps/usr with the sources.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t libs < <(awk '!/^#/ && $1 == "lib" {print $2}' deps/debian-packages.txt)
