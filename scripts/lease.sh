@@ -7,7 +7,9 @@
 #                                               on every visible GPU in its own session (setsid), so it
 #                                               survives the command that started it; no run starts
 #                                               after DRAIN_AFTER s
-#   scripts/lease.sh status SWEEP               the sweep's last log lines and its runs by state
+#   scripts/lease.sh status SWEEP               the sweep's last log lines, its runs by state, and
+#                                               each run in flight: its step and the time it may
+#                                               still need (lost if the machine goes back first)
 #   scripts/lease.sh snapshot SWEEP             packs the finished runs' records into
 #                                               results/SWEEP/records.tgz while the sweep goes on:
 #                                               copy it off the machine at the end of every command,
@@ -80,6 +82,29 @@ unpack() {
   done
   rm -rf "$tmp"
 }
+# The runs the sweep is training now (a metrics.jsonl written in the last 2 minutes, no
+# result.json), each with its step, its rate over its last two logged steps and the time it may
+# still take to the step cap (early stopping may end it sooner). Checkpoints do not travel: a run
+# in flight when the machine goes back starts again from step 0 on the next one.
+inflight() {
+  running || return 0
+  local m last prev
+  find runs/"$s" -mindepth 2 -maxdepth 2 -name metrics.jsonl -mmin -2 | sort | while read -r m; do
+    [[ -f ${m%/*}/result.json ]] && continue
+    last=$(tail -n 1 "$m") prev=$(tail -n 2 "$m" | head -n 1)
+    awk -v id="${m%/*}" -v last="$last" -v prev="$prev" '
+      function num(line, key) { return match(line, "\"" key "\": ?[0-9.e+-]+") ? substr(line, RSTART + length(key) + 3) + 0 : -1 }
+      /"steps":/ { cap = num($0, "steps") } /"pe":/ { pe = $2 } /"seed":/ { seed = $2 }
+      END {
+        gsub(/[",]/, "", pe); gsub(/,/, "", seed); sub(/.*\//, "", id)
+        step = num(last, "step"); ds = step - num(prev, "step"); dt = num(last, "elapsed_s") - num(prev, "elapsed_s")
+        rate = (ds > 0 && dt > 0) ? ds / dt : 0
+        printf "in flight: %s (pe=%s seed=%s) at step %d of %d", id, pe, seed, step, cap
+        if (rate > 0) printf ", %.1f steps/s: up to %.0f s more", rate, (cap - step) / rate
+        print "; lost if the machine goes back before it ends"
+      }' "${m%/*}"/config.json
+  done
+}
 # The run records (no checkpoints) into results/SWEEP/records.tgz, atomically, also while the sweep
 # runs: the runs finished when listed go in whole (a finished run's files no longer change); the
 # others without result.json, so a run that finishes while it is packed stays pending in the pack
@@ -133,6 +158,7 @@ case $cmd in
   status)
     tail -5 "$log" || true
     "$PB" sweep sweeps/"$s".toml --dry-run | awk '{n[$2]++} END {for (k in n) printf "%s %d  ", k, n[k]; print ""}'
+    inflight
     ;;
   finish)
     wait_s=${3:?finish needs WAIT_S}
