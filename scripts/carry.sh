@@ -20,7 +20,7 @@
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
 # in holds the very code it was built from. Gzipped, the binary is 8 MB instead of 26: a device
-# call carries at most 64 MiB, the tracked tree and .deps/usr included.
+# call carries at most 64 MiB, the tracked tree and .deps/usr.tgz included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(CMakeLists.txt cmake core kernels models runners tasks)

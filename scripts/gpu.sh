@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On a GPU machine (offline is fine, with .deps/ carried: docs/gpu.md): builds with the CUDA
+# On a GPU machine (offline is fine, with .deps/usr.tgz carried: docs/gpu.md): builds with the CUDA
 # engine, runs the GPU tests, runs the training benchmarks against PyTorch, and prints a summary
 # table last. Full logs go to $LOG_DIR (default build-gpu/logs).
 #   scripts/gpu.sh [build|test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all] [extra ctest args...]
@@ -47,6 +47,8 @@ if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 fi
 
 echo "== build ($BUILD)" >&2
+# the vendored headers travel gzipped (scripts/vendor-deps.sh); CMake looks for .deps/usr
+[[ -d .deps/usr || ! -f .deps/usr.tgz ]] || tar -C .deps -xzf .deps/usr.tgz
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||
   { tail -30 "$LOG_DIR/configure.log"; exit 1; }
 targets=()
