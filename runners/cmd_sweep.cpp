@@ -340,7 +340,8 @@ void add_sweep_command(CLI::App& app) {
                   "GEMMs, one kernel per op for all of them; docs/sweeps.md)")
       ->type_name("N");
   cmd->add_option("--drain-after", o->drain_after,
-                  "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next start")
+                  "SECONDS: start no run after this long; the runs in flight finish, the rest wait for the next "
+                  "start (0, the default: no limit)")
       ->type_name("SECONDS")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--estimate", o->estimate,

@@ -48,7 +48,10 @@ fi
 
 echo "== build ($BUILD)" >&2
 # the vendored headers travel gzipped (scripts/vendor-deps.sh); CMake looks for .deps/usr
-[[ -d .deps/usr || ! -f .deps/usr.tgz ]] || tar -C .deps -xzf .deps/usr.tgz
+if [[ ! -d .deps/usr && -f .deps/usr.tgz ]]; then  # unpacked aside, so an interrupted tar leaves no half
+  rm -rf .deps/usr.tmp && mkdir .deps/usr.tmp && tar -C .deps/usr.tmp -xzf .deps/usr.tgz && mv .deps/usr.tmp/usr .deps/usr
+  rmdir .deps/usr.tmp
+fi
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPATHBENCH_CUDA=ON >"$LOG_DIR/configure.log" 2>&1 ||
   { tail -30 "$LOG_DIR/configure.log"; exit 1; }
 targets=()

@@ -8,23 +8,26 @@
 #                                               survives the command that started it; no run starts
 #                                               after DRAIN_AFTER s
 #   scripts/lease.sh status SWEEP               the sweep's last log lines, its runs by state, and
-#                                               each run in flight: its step and the time it may
-#                                               still need (lost if the machine goes back first)
-#   scripts/lease.sh snapshot SWEEP             packs the finished runs' records into
+#                                               each run in flight that has logged a step: its step
+#                                               and the time it may still need (lost if the machine
+#                                               goes back first)
+#   scripts/lease.sh snapshot SWEEP             packs the run records (the finished runs whole, the
+#                                               others without result.json and checkpoints) into
 #                                               results/SWEEP/records.tgz while the sweep goes on:
 #                                               copy it off the machine at the end of every command,
 #                                               so that a machine lost between commands loses only
 #                                               the runs in flight
 #   scripts/lease.sh call SWEEP UNTIL_S [DRAIN_AFTER]
 #                                               one capped command of a leased sweep: builds the binary
-#                                               if missing (or takes the one scripts/carry.sh built
-#                                               ahead, when it matches the sources), starts the
-#                                               sweep unless it is running (a fresh machine resumes
-#                                               from records.tgz; a sweep found running with
-#                                               another ONLY, left by the last call on a warm
-#                                               machine, is waited for, and this call's starts
-#                                               when it ends, time left), returns
-#                                               UNTIL_S s after the command began (sooner when the
+#                                               if missing or built from other sources (or takes the
+#                                               one scripts/carry.sh built ahead, when it matches the
+#                                               sources), starts the sweep unless it is running (a
+#                                               fresh machine resumes from records.tgz; a sweep found
+#                                               running with another ONLY, left by the last call on
+#                                               a warm machine, is waited for, and this call's starts
+#                                               when it ends, with what is left of DRAIN_AFTER, which
+#                                               counts from the call's start; 0: no drain), returns
+#                                               UNTIL_S s after the call began (sooner when the
 #                                               sweep ends), then snapshots and collects; with $OUT
 #                                               set, copies records.tgz and the log there (and the
 #                                               waited-for sweep's log as SWEEP.earlier.log; the CSVs
@@ -45,7 +48,8 @@
 #                                               results/SWEEP/records.tgz and collects the CSVs
 # PATHBENCH=path/to/pathbench picks the binary (default build-gpu/pathbench); PACK=K runs K runs at
 # once per GPU instead of --pack auto (sized to memory, at most 32); STACK=N stacks the runs of a
-# shape N at a time (sweep --stack N, docs/sweeps.md); OVERWRITE=1 passes --overwrite, which a
+# shape N at a time (sweep --stack N, docs/sweeps.md); OVERWRITE=1 passes --overwrite (as TEST=1,
+# any value but empty or 0), which a
 # sweep file whose grid grew since its runs started needs once; ONLY='KEY=V,V KEY=V' runs only
 # the runs with those values (sweep --only, one word each: chosen cells first). The log is
 # runs/SWEEP.log; a sweep that stops within 5 s with an error makes `start` fail with the error's
@@ -90,8 +94,9 @@ inflight() {
   running || return 0
   local m last prev
   find runs/"$s" -mindepth 2 -maxdepth 2 -name metrics.jsonl -mmin -2 | sort | while read -r m; do
-    [[ -f ${m%/*}/result.json ]] && continue
+    [[ -f ${m%/*}/result.json || ! -f ${m%/*}/config.json ]] && continue
     last=$(tail -n 1 "$m") prev=$(tail -n 2 "$m" | head -n 1)
+    [[ $last == *'"step":'* ]] || continue  # a line being written
     awk -v id="${m%/*}" -v last="$last" -v prev="$prev" '
       function num(line, key) { return match(line, "\"" key "\": ?[0-9.e+-]+") ? substr(line, RSTART + length(key) + 3) + 0 : -1 }
       /"steps":/ { cap = num($0, "steps") } /"pe":/ { pe = $2 } /"seed":/ { seed = $2 }
@@ -102,7 +107,7 @@ inflight() {
         printf "in flight: %s (pe=%s seed=%s) at step %d of %d", id, pe, seed, step, cap
         if (rate > 0) printf ", %.1f steps/s: up to %.0f s more", rate, (cap - step) / rate
         print "; lost if the machine goes back before it ends"
-      }' "${m%/*}"/config.json
+      }' "${m%/*}"/config.json || true
   done
 }
 # The run records (no checkpoints) into results/SWEEP/records.tgz, atomically, also while the sweep
@@ -122,10 +127,12 @@ pack() {
   mv "$r".tgz.tmp "$r".tgz
 }
 # The records packed, and the CSVs of results/SWEEP (history.csv committed gzipped) from them.
-publish() {
-  pack
-  "$PB" collect runs/"$s" -o results/"$s"
-  scripts/history.sh pack results/"$s"
+publish() {  # fails when any step does, after trying every one (set -e is off where it is tested)
+  local rc=0
+  pack || rc=$?
+  "$PB" collect runs/"$s" -o results/"$s" || rc=$?
+  scripts/history.sh pack results/"$s" || rc=$?
+  return $rc
 }
 
 case $cmd in
@@ -133,11 +140,12 @@ case $cmd in
     running && { echo "lease.sh: $s is already running (pid $(cat "$pidfile"))" >&2; exit 2; }
     mkdir -p runs results/"$s"
     unpack
-    only=() words=()
+    opts=() words=()
     read -ra words <<<"${ONLY:-}"
-    for f in "${words[@]}"; do only+=(--only "$f"); done
+    for f in "${words[@]}"; do opts+=(--only "$f"); done
+    [[ ${OVERWRITE:-0} == 0 ]] || opts+=(--overwrite)
     setsid "$PB" sweep sweeps/"$s".toml --pack "${PACK:-auto}" ${STACK:+--stack "$STACK"} ${3:+--drain-after "$3"} \
-      ${OVERWRITE:+--overwrite} "${only[@]}" >"$log" 2>&1 </dev/null &
+      "${opts[@]}" >"$log" 2>&1 </dev/null &
     pid=$!
     echo $pid >"$pidfile"
     echo "${ONLY:-}" >"$onlyfile"
@@ -167,7 +175,7 @@ case $cmd in
       kill -TERM "$(cat "$pidfile")"
       for ((i = 0; i < 60 && $(running && echo 1 || echo 0); ++i)); do sleep 1; done
     fi
-    tail -3 "$log"
+    tail -3 "$log" || true
     publish
     ;;
   snapshot) pack && echo "packed runs/$s into results/$s/records.tgz" ;;
@@ -180,25 +188,42 @@ case $cmd in
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
     wait_sweep() { while ((SECONDS - t0 < until_s)) && running; do sleep 5; done; }  # until it ends or UNTIL_S
-    if [[ -n ${TEST:-} ]]; then
+    # A binary left by an earlier call on a warm machine may be another commit's: its runs would
+    # record that commit for this tree's code. $PB.digest names the sources it was made from.
+    sources=$(scripts/carry.sh digest)
+    if [[ ${TEST:-0} != 0 ]]; then
       LOG_DIR=runs/gpu-test scripts/gpu.sh test
+      [[ $PB != build-gpu/pathbench ]] || echo "$sources" >"$PB.digest"  # gpu.sh builds it
       [[ -z ${OUT:-} ]] || cp runs/gpu-test/ctest_cuda.log runs/gpu-test/gpu.txt "$OUT"/
       grep -q "100% tests passed" runs/gpu-test/ctest_cuda.log ||
         { echo "lease.sh: not every GPU test passed (runs/gpu-test/ctest_cuda.log); no sweep started" >&2; exit 1; }
     fi
-    if [[ ! -x $PB ]] && ! scripts/carry.sh use "$PB"; then
-      LOG_DIR=runs scripts/gpu.sh build
-      echo "built $PB in $((SECONDS - t0)) s"
+    if [[ -x $PB && -f $PB.digest && $(cat "$PB.digest") != "$sources" ]]; then
+      echo "lease.sh: $PB was built from other sources than these; replacing it"
+      rm -f "$PB" "$PB.digest"
     fi
+    if [[ ! -x $PB ]]; then
+      if ! scripts/carry.sh use "$PB"; then
+        LOG_DIR=runs scripts/gpu.sh build
+        echo "built $PB in $((SECONDS - t0)) s"
+      fi
+      echo "$sources" >"$PB.digest"
+    fi
+    rc=0
     if running && [[ $(cat "$onlyfile" 2>/dev/null) != "${ONLY:-}" ]]; then
       echo "lease.sh: $s is running with another selection (ONLY='$(cat "$onlyfile" 2>/dev/null)'); this call's starts when it ends"
       wait_sweep
       [[ -z ${OUT:-} ]] || cp "$log" "$OUT/$s.earlier.log"  # the next start rewrites the log
     fi
-    running || ((SECONDS - t0 >= until_s)) || "$0" start "$s" ${4:+"$4"}
+    drain=${4:-0}  # counts from the call's start (a build or a wait spends it); 0: no drain
+    if ((drain > 0)); then drain=$((drain - (SECONDS - t0))); ((drain > 0)) || drain=-1; fi
+    if ! running && ((SECONDS - t0 < until_s && drain >= 0)); then
+      args=("$s")
+      ((drain == 0)) || args+=("$drain")
+      "$0" start "${args[@]}" || rc=$?  # and still publish what is here
+    fi
     wait_sweep
-    "$0" status "$s"
-    rc=0
+    "$0" status "$s" || rc=$?
     publish || rc=$?  # the records come back even when collect refuses a run (docs/guarantees.md)
     [[ -z ${OUT:-} ]] || cp results/"$s"/records.tgz "$log" "$OUT"/
     exit $rc

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # scripts/lease.sh start hands the sweep its options: PACK, the drain, ONLY (one --only per word),
 # to a stand-in pathbench that records its arguments; and `call` on a machine where a sweep is still
-# running (left by the last call) waits for it and then starts its own when its ONLY differs, and
-# starts nothing when it is the same.
+# running (left by the last call) waits for it and then starts its own when its ONLY differs, with
+# what is left of its drain, and starts nothing when it is the same; and `call` replaces a binary
+# that an earlier call made from other sources (its .digest) by the carried one.
 # Usage: tests/lease_start.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
 src=$PWD
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 mkdir -p "$t"/scripts "$t"/sweeps "$t"/bin
-cp "$src"/scripts/lease.sh "$src"/scripts/history.sh "$t"/scripts/
+cp "$src"/scripts/lease.sh "$src"/scripts/history.sh "$src"/scripts/carry.sh "$t"/scripts/
 touch "$t"/sweeps/s.toml
 cd "$t"
+mkdir cmake core kernels models runners tasks && echo "project(stub)" >CMakeLists.txt && touch core/a.cpp
 cat >bin/pathbench <<'PB'
 #!/usr/bin/env bash
+[[ $1 == --version ]] && { echo "pathbench stub"; exit 0; }
 [[ $1 == collect || " $* " == *" --dry-run "* ]] && exit 0
 mkdir -p runs/s
 echo "$*" >args.tmp && mv args.tmp args
@@ -44,5 +47,23 @@ PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh start s >/dev/null
 check "sweep sweeps/s.toml --pack auto --only pe=c"
 PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh call s 30 >/dev/null 2>&1
 check "no call"
-((fail == 0)) && echo "start passes PACK, the drain and ONLY; call waits for a sweep of another selection, then starts its own"
+echo 8 >sleep_s
+PATHBENCH=bin/pathbench ONLY="pe=d" bash scripts/lease.sh start s >/dev/null
+check "sweep sweeps/s.toml --pack auto --only pe=d"
+echo 0 >sleep_s
+PATHBENCH=bin/pathbench ONLY="pe=e" bash scripts/lease.sh call s 60 30 >/dev/null 2>&1
+got=$(cat args 2>/dev/null || echo "no call")
+rm -f args
+[[ $got =~ ^"sweep sweeps/s.toml --pack auto --drain-after "([0-9]+)" --only pe=e"$ ]] &&
+  ((BASH_REMATCH[1] >= 15 && BASH_REMATCH[1] <= 25)) ||
+  { echo "after waiting ~10 s, a 30 s drain should leave ~20: $got"; fail=1; }
+# a binary made from other sources is replaced by the carried one made from these
+mkdir .carry && gzip -c bin/pathbench >.carry/pathbench.gz && scripts/carry.sh digest >.carry/pathbench.digest
+printf '#!/bin/sh\necho stale >stale_ran\n' >bin/pathbench && chmod +x bin/pathbench && echo other >bin/pathbench.digest
+out=$(PATHBENCH=bin/pathbench ONLY="pe=f" bash scripts/lease.sh call s 30 2>&1)
+[[ $out == *"built from other sources than these; replacing it"* && $out == *"using the carried binary"* &&
+  ! -f stale_ran && $(cat bin/pathbench.digest) == "$(scripts/carry.sh digest)" ]] ||
+  { echo "the stale binary was not replaced: $out"; fail=1; }
+check "sweep sweeps/s.toml --pack auto --only pe=f"
+((fail == 0)) && echo "start passes PACK, the drain and ONLY; call waits for a sweep of another selection, then starts its own with the drain left; call replaces a stale binary"
 exit $fail
