@@ -60,7 +60,7 @@ case ${1:-} in
     gzip -9 -c build-carry/pathbench >.carry/pathbench.gz.tmp && mv .carry/pathbench.gz.tmp .carry/pathbench.gz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     stamp "$before"
-    echo "carry.sh: .carry/pathbench.gz ($(du -h .carry/pathbench.gz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call"
+    echo "carry.sh: .carry/pathbench.gz ($(du -h .carry/pathbench.gz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
     ;;
   use)
     dest=${2:?usage: scripts/carry.sh use DEST}

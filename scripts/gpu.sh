@@ -32,6 +32,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 shift || true
+case $mode in
+  build | test | bench | attention | multi | profile | ncu-attention | ncu-stalls | sweep-bench | all) ;;
+  *) echo "gpu.sh: unknown mode '$mode' (build|test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all)" >&2; exit 2 ;;
+esac
 BUILD=${BUILD_DIR:-build-gpu}
 LOG_DIR=${LOG_DIR:-$BUILD/logs}
 mkdir -p "$LOG_DIR" results/bench

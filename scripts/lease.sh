@@ -62,6 +62,7 @@ s=${2:-}
 [[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
 log=runs/$s.log pidfile=runs/$s.pid onlyfile=runs/$s.only
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+words() { tr -s ' ' '\n' <<<"$1" | sort | tr '\n' ' '; }  # an ONLY's words in one order
 # results/SWEEP/records.tgz into runs/SWEEP without mixing two attempts of a run (see `unpack` above):
 # a run is taken whole from one side. Files of the sweep itself (grid.json, sweep.toml) are taken
 # from the pack where missing here or newer there (tar keeps their times): `sweep` rewrites
@@ -205,12 +206,13 @@ case $cmd in
     if [[ ! -x $PB ]]; then
       if ! scripts/carry.sh use "$PB"; then
         LOG_DIR=runs scripts/gpu.sh build
+        [[ -x $PB ]] || { echo "lease.sh: scripts/gpu.sh builds build-gpu/pathbench, not PATHBENCH=$PB" >&2; exit 2; }
         echo "built $PB in $((SECONDS - t0)) s"
       fi
       echo "$sources" >"$PB.digest"
     fi
     rc=0
-    if running && [[ $(cat "$onlyfile" 2>/dev/null) != "${ONLY:-}" ]]; then
+    if running && [[ $(words "$(cat "$onlyfile" 2>/dev/null)") != $(words "${ONLY:-}") ]]; then
       echo "lease.sh: $s is running with another selection (ONLY='$(cat "$onlyfile" 2>/dev/null)'); this call's starts when it ends"
       wait_sweep
       [[ -z ${OUT:-} ]] || cp "$log" "$OUT/$s.earlier.log"  # the next start rewrites the log

@@ -2,7 +2,7 @@
 # scripts/lease.sh start hands the sweep its options: PACK, the drain, ONLY (one --only per word),
 # to a stand-in pathbench that records its arguments; and `call` on a machine where a sweep is still
 # running (left by the last call) waits for it and then starts its own when its ONLY differs, with
-# what is left of its drain, and starts nothing when it is the same; and `call` replaces a binary
+# what is left of its drain, and starts nothing when it is the same (in any word order); and `call` replaces a binary
 # that an earlier call made from other sources (its .digest) by the carried one.
 # Usage: tests/lease_start.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
@@ -47,6 +47,11 @@ PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh start s >/dev/null
 check "sweep sweeps/s.toml --pack auto --only pe=c"
 PATHBENCH=bin/pathbench ONLY="pe=c" bash scripts/lease.sh call s 30 >/dev/null 2>&1
 check "no call"
+echo 8 >sleep_s
+PATHBENCH=bin/pathbench ONLY="pe=g seed=1" bash scripts/lease.sh start s >/dev/null
+check "sweep sweeps/s.toml --pack auto --only pe=g --only seed=1"
+PATHBENCH=bin/pathbench ONLY="seed=1  pe=g" bash scripts/lease.sh call s 30 >/dev/null 2>&1
+check "no call"  # the same selection in another order
 echo 8 >sleep_s
 PATHBENCH=bin/pathbench ONLY="pe=d" bash scripts/lease.sh start s >/dev/null
 check "sweep sweeps/s.toml --pack auto --only pe=d"
