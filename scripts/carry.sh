@@ -6,9 +6,10 @@
 #                               digest of the sources it was built from, into .carry/ (git-ignored;
 #                               name it in the device call's carry list). Refuses a tree whose
 #                               sources differ from HEAD, so the binary's commit names its code
-#   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.gz to DEST when the digest
-#                               of the sources here equals the carried one and the binary runs
-#                               (`--version`); exits 1 otherwise (the caller builds instead)
+#   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.gz to DEST (and its
+#                               digest to DEST.digest) when the digest of the sources here equals
+#                               the carried one and the binary runs (`--version`); exits 1
+#                               otherwise (the caller builds instead)
 #   scripts/carry.sh stamp      writes .carry/sources: the digest of the sources and HEAD's commit
 #                               (build writes it too); refuses sources that differ from HEAD
 #   scripts/carry.sh commit     on the GPU machine, whose copy of the tree has no git metadata:
@@ -73,6 +74,7 @@ case ${1:-} in
     version=$("$dest.tmp" --version 2>&1) ||
       { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }
     mv "$dest.tmp" "$dest"
+    cp .carry/pathbench.digest "$dest.digest"  # the sources it was built from, for scripts/lease.sh
     echo "carry.sh: using the carried binary ($version)"
     ;;
   *) echo "usage: scripts/carry.sh build | use DEST | stamp | commit | digest" >&2; exit 2 ;;

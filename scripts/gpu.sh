@@ -32,10 +32,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
 shift || true
-case $mode in
-  build | test | bench | attention | multi | profile | ncu-attention | ncu-stalls | sweep-bench | all) ;;
-  *) echo "gpu.sh: unknown mode '$mode' (build|test|bench|attention|multi|profile|ncu-attention|ncu-stalls|sweep-bench|all)" >&2; exit 2 ;;
-esac
+modes=(build test bench attention multi profile ncu-attention ncu-stalls sweep-bench all)
+known=0
+for m in "${modes[@]}"; do [[ $m == "$mode" ]] && known=1; done
+((known)) || { echo "gpu.sh: unknown mode '$mode' (${modes[*]})" >&2; exit 2; }
 BUILD=${BUILD_DIR:-build-gpu}
 LOG_DIR=${LOG_DIR:-$BUILD/logs}
 mkdir -p "$LOG_DIR" results/bench
@@ -65,6 +65,7 @@ if [[ $mode == test ]]; then  # the CLI and the GPU tests, not the CPU tests tha
   for f in tests/test_cuda_*.cpp; do targets+=("$(basename "$f" .cpp)"); done
 fi
 cmake --build "$BUILD" -j "$(nproc)" "${targets[@]}" >"$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; exit 1; }
+scripts/carry.sh digest >"$BUILD/pathbench.digest"  # the sources it was built from, for scripts/lease.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOG_DIR/gpu.txt" >&2
 
 summary=()

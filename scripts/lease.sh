@@ -62,7 +62,7 @@ s=${2:-}
 [[ -n $s && -f sweeps/$s.toml ]] || { echo "usage: scripts/lease.sh start|status|snapshot|call|finish|unpack|publish SWEEP [S]; sweeps/SWEEP.toml must exist" >&2; exit 2; }
 log=runs/$s.log pidfile=runs/$s.pid onlyfile=runs/$s.only
 running() { [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
-words() { tr -s ' ' '\n' <<<"$1" | sort | tr '\n' ' '; }  # an ONLY's words in one order
+selection() { tr -s ' ' '\n' <<<"$1" | sort | tr '\n' ' '; }  # an ONLY's words in one order
 # results/SWEEP/records.tgz into runs/SWEEP without mixing two attempts of a run (see `unpack` above):
 # a run is taken whole from one side. Files of the sweep itself (grid.json, sweep.toml) are taken
 # from the pack where missing here or newer there (tar keeps their times): `sweep` rewrites
@@ -189,30 +189,26 @@ case $cmd in
     until_s=${3:?call needs UNTIL_S}
     t0=$SECONDS
     wait_sweep() { while ((SECONDS - t0 < until_s)) && running; do sleep 5; done; }  # until it ends or UNTIL_S
-    # A binary left by an earlier call on a warm machine may be another commit's: its runs would
-    # record that commit for this tree's code. $PB.digest names the sources it was made from.
-    sources=$(scripts/carry.sh digest)
     if [[ ${TEST:-0} != 0 ]]; then
       LOG_DIR=runs/gpu-test scripts/gpu.sh test
-      [[ $PB != build-gpu/pathbench ]] || echo "$sources" >"$PB.digest"  # gpu.sh builds it
       [[ -z ${OUT:-} ]] || cp runs/gpu-test/ctest_cuda.log runs/gpu-test/gpu.txt "$OUT"/
       grep -q "100% tests passed" runs/gpu-test/ctest_cuda.log ||
         { echo "lease.sh: not every GPU test passed (runs/gpu-test/ctest_cuda.log); no sweep started" >&2; exit 1; }
     fi
-    if [[ -x $PB && -f $PB.digest && $(cat "$PB.digest") != "$sources" ]]; then
+    # A binary left by an earlier call on a warm machine may be another commit's: its runs would
+    # record that commit for this tree's code. $PB.digest (written by gpu.sh and carry.sh use) names
+    # the sources it was made from.
+    if [[ -x $PB && -f $PB.digest && $(cat "$PB.digest") != "$(scripts/carry.sh digest)" ]]; then
       echo "lease.sh: $PB was built from other sources than these; replacing it"
       rm -f "$PB" "$PB.digest"
     fi
-    if [[ ! -x $PB ]]; then
-      if ! scripts/carry.sh use "$PB"; then
-        LOG_DIR=runs scripts/gpu.sh build
-        [[ -x $PB ]] || { echo "lease.sh: scripts/gpu.sh builds build-gpu/pathbench, not PATHBENCH=$PB" >&2; exit 2; }
-        echo "built $PB in $((SECONDS - t0)) s"
-      fi
-      echo "$sources" >"$PB.digest"
+    if [[ ! -x $PB ]] && ! scripts/carry.sh use "$PB"; then
+      LOG_DIR=runs scripts/gpu.sh build
+      [[ -x $PB ]] || { echo "lease.sh: scripts/gpu.sh builds build-gpu/pathbench, not PATHBENCH=$PB" >&2; exit 2; }
+      echo "built $PB in $((SECONDS - t0)) s"
     fi
     rc=0
-    if running && [[ $(words "$(cat "$onlyfile" 2>/dev/null)") != $(words "${ONLY:-}") ]]; then
+    if running && [[ $(selection "$(cat "$onlyfile" 2>/dev/null)") != $(selection "${ONLY:-}") ]]; then
       echo "lease.sh: $s is running with another selection (ONLY='$(cat "$onlyfile" 2>/dev/null)'); this call's starts when it ends"
       wait_sweep
       [[ -z ${OUT:-} ]] || cp "$log" "$OUT/$s.earlier.log"  # the next start rewrites the log
