@@ -48,6 +48,7 @@ void ParamStore<E>::init(const std::vector<uint64_t>& seeds, int64_t n) {  // n:
           case Init::Normal: p = S(0.02 * rng.normal()); break;
           case Init::Zeros: p = S(0); break;
           case Init::Ones: p = S(1); break;
+          case Init::Constant: p = S(e.spec.value); break;
         }
         mask[r * n + e.offset + j] = e.spec.decay;
       }

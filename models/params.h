@@ -16,13 +16,14 @@
 
 namespace pb {
 
-enum class Init { Normal, Zeros, Ones };
+enum class Init { Normal, Zeros, Ones, Constant };
 
 struct ParamSpec {
   std::string name;            // relative to its owner, e.g. "w_beta"
   std::vector<int64_t> shape;  // row-major
   Init init = Init::Normal;    // Normal: N(0, 0.02²)
   bool decay = true;           // AdamW weight decay applies
+  double value = 0;            // Init::Constant's value
 };
 
 struct ParamEntry {

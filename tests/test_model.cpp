@@ -163,6 +163,32 @@ TEST_CASE("path_fox gate_scale: the gate term scaled by 1/sqrt(D)", "[model][pat
   CHECK(std::abs(loss("path_fox:gate_scale=1", 8, 2) - loss("path_fox", 8, 2)) > 1e-6);
 }
 
+// gate_bias sets b_f's initial value and nothing else: the default keeps the published canonical
+// specs (and run ids); b_f starts at the value in every head and layer, w_f stays random.
+TEST_CASE("fox and path_fox gate_bias: b_f starts at it", "[model]") {
+  CHECK(resolve_encoding("fox").canonical() == "fox");
+  CHECK(resolve_encoding("fox:gate_bias=0").canonical() == "fox");
+  CHECK(resolve_encoding("fox:gate_bias=4").canonical() == "fox:gate_bias=4");
+  CHECK(resolve_encoding("path_fox:gate_bias=4").canonical() == "path_fox:w_rank=32,beta_clip=0,block=64,gate_bias=4");
+  for (const char* bad : {"path:gate_bias=1", "sba:gate_bias=1", "fox:gate_bias=inf"})
+    CHECK_THROWS_AS(resolve_encoding(bad), Error);
+  for (const std::string name : {"fox", "path_fox"})
+    for (double bias : {0.0, 4.0, -1.5}) {
+      Transformer<Cpu64> model({7, 2, 8, 2, 8, name + ":gate_bias=" + std::to_string(bias)}, 5);
+      int gates = 0;
+      for (const auto& e : model.params.entries) {
+        const bool b_f = e.spec.name.ends_with("pe.b_f"), w_f = e.spec.name.ends_with("pe.w_f");
+        if (!b_f && !w_f) continue;
+        const double* p = model.params.params.data() + e.offset;
+        const double lo = *std::min_element(p, p + e.size), hi = *std::max_element(p, p + e.size);
+        if (b_f) CHECK((lo == bias && hi == bias));
+        if (w_f) CHECK(lo < hi);
+        gates += b_f;
+      }
+      CHECK(gates == 2);  // one per layer
+    }
+}
+
 // Why word problems start with a BOS token (tasks/word_problem.cpp): every encoding mixes values
 // that carry no position, with weights that sum to 1, so when x_0 = x_1 the first two positions
 // hold the same state in every layer and a model cannot tell "g g" from "g". A BOS token in front

@@ -1,6 +1,8 @@
 // The FoX forget gate shared by fox and path_fox: log f = scale · logsigmoid(x W_f + b_f), one per
 // head (scale 1, or path_fox's gate_scale). Its two parameters sit at positions `first` and
-// `first + 1` of the encoding's params().
+// `first + 1` of the encoding's params(). b_f starts at the spec's `gate_bias` (0 as in FoX's and
+// FLA's code: f ≈ σ(0) = 1/2 at init, a key d tokens back damped by about 2^−d; a large bias starts
+// the gate near 1, attention near uniform over the past).
 #pragma once
 #include <vector>
 
@@ -9,13 +11,20 @@
 
 namespace pb {
 
+// The spec key of b_f's initial value (a float: finite, core/spec.h), in fox's and path_fox's schemas.
+inline ParamDef gate_bias_key() {
+  return {"gate_bias", ParamType::Float, "0",
+          "b_f at init: 0, f ≈ 1/2 (FoX, FLA); larger starts the gate nearer 1 (a flatter recency prior)",
+          {}, true};
+}
+
 template <class E>
 class ForgetGate {
  public:
   using S = typename E::Scalar;
 
-  static std::vector<ParamSpec> params(const LayerDims& d) {
-    return {{"w_f", {d.C, d.H}, Init::Normal, true}, {"b_f", {d.H}, Init::Zeros, false}};
+  static std::vector<ParamSpec> params(const LayerDims& d, double bias) {
+    return {{"w_f", {d.C, d.H}, Init::Normal, true}, {"b_f", {d.H}, Init::Constant, false, bias}};
   }
 
   const S* forward(const AttnInputs<S>& in, size_t first, double scale) {

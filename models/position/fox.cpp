@@ -1,6 +1,6 @@
 // fox: Forgetting Transformer (Lin et al. 2025). Per head and token a forget gate
 // log f_t = logsigmoid(x_t W_f + b_f); logits scale·q_i·k_j + (G_i − G_j) with G the inclusive prefix
-// sum of log f (the gate term is not scaled).
+// sum of log f (the gate term is not scaled); b_f starts at gate_bias (0).
 #include "models/position/decode.h"
 #include "models/position/forget_gate.h"
 #include "models/position/softmax_args.h"
@@ -12,9 +12,9 @@ template <class E>
 class Fox final : public PositionEncoding<E> {
  public:
   using S = typename E::Scalar;
-  explicit Fox(const Spec&) {}
+  explicit Fox(const Spec& s) : bias_(s.get_float("gate_bias")) {}
 
-  std::vector<ParamSpec> params(const LayerDims& d) const override { return ForgetGate<E>::params(d); }
+  std::vector<ParamSpec> params(const LayerDims& d) const override { return ForgetGate<E>::params(d, bias_); }
 
   void forward(S* out, const AttnInputs<S>& in) override {
     lse_.resize(size_t(in.B) * in.T * in.dims.H);
@@ -44,6 +44,7 @@ class Fox final : public PositionEncoding<E> {
     typename E::template Buffer<S> z_;  // (B, H)
   };
 
+  double bias_;  // b_f at init
   ForgetGate<E> gate_;
   typename E::template Buffer<S> lse_;  // (B, T, H)
 };
@@ -51,7 +52,8 @@ class Fox final : public PositionEncoding<E> {
 }  // namespace
 
 EncodingEntry fox_encoding() {
-  return make_entry<Fox>({"fox", "forgetting transformer: softmax attention + data-dependent decay", {}},
+  return make_entry<Fox>({"fox", "forgetting transformer: softmax attention + data-dependent decay",
+                          {gate_bias_key()}},
                          {.family = AttentionFamily::Softmax, .gate = true, .inputs = {AttnInput::LogF},
                           .style = {"#e69f00", 4, 0}});  // diamond
 }

@@ -29,7 +29,8 @@ class Path : public PositionEncoding<E> {
         block_(int(in_range(spec, "block", 1, 1 << 20))),
         conv_(in_range(spec, "conv", 0, 1) == 1),
         gate_(gate),
-        gate_scale_(gate && in_range(spec, "gate_scale", 0, 1) == 1) {
+        gate_scale_(gate && in_range(spec, "gate_scale", 0, 1) == 1),
+        gate_bias_(gate ? spec.get_float("gate_bias") : 0) {
     const auto [max, clip] = beta_args_;
     if (clip < 0 || clip >= 2) fail("{}: beta_clip must be in [0, 2), got {}", spec.name(), clip);
     if (!(max > 0 && max <= 2)) fail("{}: beta_max must be in (0, 2], got {}", spec.name(), max);
@@ -43,7 +44,7 @@ class Path : public PositionEncoding<E> {
     p.push_back({"w_beta", {d.C, d.H}, Init::Normal, true});
     p.push_back({"b_beta", {d.H}, Init::Zeros, false});
     if (gate_)
-      for (auto& g : ForgetGate<E>::params(d)) p.push_back(g);
+      for (auto& g : ForgetGate<E>::params(d, gate_bias_)) p.push_back(g);
     return p;
   }
 
@@ -174,6 +175,7 @@ class Path : public PositionEncoding<E> {
   BetaArgs beta_args_;
   int block_;
   bool conv_, gate_, gate_scale_;
+  double gate_bias_;  // b_f at init (path_fox)
   ForgetGate<E> fgate_;
   typename E::template Buffer<S> u1_, du1_;                  // (B, T, rank)
   typename E::template Buffer<S> u2_, c_, w_, dw_, dc_, du2_;  // (B, T, H·D)
