@@ -14,6 +14,8 @@
 #                                     and paper-mqrar-pilot.toml)
 #   scripts/reproduce.sh mqrar-distance  the same for diag-mqrar-distance (MQRAR-2 accuracy by recall
 #                                     distance during training; one call of an H200)
+#   scripts/reproduce.sh mqrar-gate-bias  the same for diag-mqrar-gate-bias (FoX and PaTH-FoX at MQRAR-3
+#                                     and 1e-3 with the gate's bias started at 5; one or two calls)
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
 #                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh all          flipflop, lengthgen, ablations, a5 and mqrar in turn
@@ -355,6 +357,27 @@ distance_tables() {
   "$PB" plot $d/distance_history.csv --figure curves --split val --metric acc -o $d/curves-by-distance.svg
 }
 
+# MQRAR-3 at 1e-3 with the forget gate started near 1 (diag-mqrar-gate-bias): test accuracy per run,
+# and the first step at which val passed 1 % (off the uniform guess, 0.012 %), 50, 90 and 99 %.
+gate_bias_tables() {
+  local d=results/diag-mqrar-gate-bias
+  [ -f $d/evals.csv ] || return 0
+  gate_bias() {
+    echo "# diag-mqrar-gate-bias: tables"
+    echo
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv, seqstats.csv and history.csv. Accuracy on"
+    echo "the scored positions of test, in %, per seed; gate_bias=0 (the default) is paper-mqrar's runs at N = 3, lr 1e-3."
+    echo
+    "$PB" table $d/evals.csv --rows pe --cols seed --split test --metric acc --percent
+    echo
+    echo "## First periodic evaluation at which val acc passed each level (1,024 sequences per evaluation)"
+    echo
+    first_step $d/history.csv --split val --metric acc --at 0.01 0.5 0.9 0.99
+  }
+  atomic $d/tables.md gate_bias
+  "$PB" plot $d/history.csv --figure curves --split val --metric acc -o $d/curves-val.svg
+}
+
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
 # (results/$1/records.tgz), packs the records back (no checkpoints) and collects the CSVs.
 # DRAIN_AFTER=S starts no run after S seconds (sweep --drain-after): for time-limited machines.
@@ -379,6 +402,7 @@ case "${1:-}" in
   a5-controls-cpu) sweep_run paper-a5-controls-cpu && controls_tables ;;
   mqrar) sweep_run paper-mqrar && mqrar_tables ;;
   mqrar-distance) sweep_run diag-mqrar-distance && distance_tables ;;
+  mqrar-gate-bias) sweep_run diag-mqrar-gate-bias && gate_bias_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
   all)
     for e in flipflop lengthgen ablations a5 mqrar; do PATHBENCH=$PB bash scripts/reproduce.sh $e; done
@@ -393,9 +417,10 @@ case "${1:-}" in
     controls_tables
     mqrar_tables
     distance_tables
+    gate_bias_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | mqrar-distance | ablations | all | --from-csv" >&2
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | mqrar-distance | mqrar-gate-bias | ablations | all | --from-csv" >&2
      exit 2 ;;
 esac
