@@ -365,14 +365,31 @@ gate_bias_tables() {
   gate_bias() {
     echo "# diag-mqrar-gate-bias: tables"
     echo
-    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv, seqstats.csv and history.csv. Accuracy on"
-    echo "the scored positions of test, in %, per seed; gate_bias=0 (the default) is paper-mqrar's runs at N = 3, lr 1e-3."
+    echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and history.csv here, ../paper-mqrar/evals.csv,"
+    echo "and both folders' records.tgz. Every run here starts the forget gate's bias at 5 (gate_bias=5)."
+    echo
+    echo "## Test acc (%, scored positions), per seed"
     echo
     "$PB" table $d/evals.csv --rows pe --cols seed --split test --metric acc --percent
+    echo
+    echo "The same runs with the bias at 0 (the default): paper-mqrar at N = 3, lr 1e-3, every encoding."
+    echo
+    "$PB" table results/paper-mqrar/evals.csv --rows pe --cols seed --split test --metric acc --percent \
+      --where task_n_back=3 --where lr=0.001
     echo
     echo "## First periodic evaluation at which val acc passed each level (1,024 sequences per evaluation)"
     echo
     first_step $d/history.csv --split val --metric acc --at 0.01 0.5 0.9 0.99
+    echo
+    echo "## Gradient norm before clipping, median over windows of steps (scripts/metric_windows.py)"
+    echo
+    python3 scripts/metric_windows.py $d/records.tgz $d/runs.csv --metric grad_norm --rows pe \
+      --windows 0 1000 5000 10000 20000
+    echo
+    echo "With the bias at 0 (paper-mqrar, N = 3, lr 1e-3):"
+    echo
+    python3 scripts/metric_windows.py results/paper-mqrar/records.tgz results/paper-mqrar/runs.csv \
+      --metric grad_norm --rows pe --where task_n_back=3 --where lr=0.001 --windows 0 1000 5000 10000 20000
   }
   atomic $d/tables.md gate_bias
   "$PB" plot $d/history.csv --figure curves --split val --metric acc -o $d/curves-val.svg
