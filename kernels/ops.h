@@ -220,6 +220,7 @@ void softmax_attention_backward(S* dq, S* dk, S* dv,  // (B, T, H, D), overwrite
 struct StickBreakingArgs {
   AttnShape shape;
   double scale;
+  double bias = 0;  // added to every logit: z_ij = scale·q_i·k_j + bias
 };
 template <class S>
 void stick_breaking_forward(S* o, const S* q, const S* k, const S* v, const StickBreakingArgs& args);
@@ -261,7 +262,8 @@ struct DecodeArgs {
   int B, H, D;
   int Tmax;      // the cache's capacity in tokens
   int T;         // tokens in the cache with the new one: the new token is at position t = T − 1
-  double scale;  // the logit scale (decode_attention, decode_stick_breaking)
+  double scale;     // the logit scale (decode_attention, decode_stick_breaking)
+  double bias = 0;  // the logits' offset (decode_stick_breaking)
 };
 // kc[b, h, t] = k[b, h],  vc[b, h, t] = v[b, h]
 template <class S>
@@ -294,7 +296,7 @@ void path_key_update(S* kc,           // (B, H, Tmax, D), rows j < T − 1 in pl
                      const S* beta,   // (B, H) β_t
                      const DecodeArgs& args);
 // Stick-breaking attention of the new token (query at t = T − 1) over the cached tokens:
-//   z_j = scale · q·k_j,  log A_j = log σ(z_j) − Σ_{j<l<t} softplus(z_l)  (j < t)
+//   z_j = scale · q·k_j + bias,  log A_j = log σ(z_j) − Σ_{j<l<t} softplus(z_l)  (j < t)
 //   o = Σ_{j<t} A_j v_j + (1 − Σ_{j<t} A_j) v_t,  1 − Σ A_j = exp(−Σ_{j<t} softplus(z_j))
 template <class S>
 void decode_stick_breaking(S* o,                      // (B, H, D)

@@ -34,7 +34,7 @@ struct Job {
   std::string label;              // for progress and failure lines
   std::vector<size_t> after;      // jobs (indices into the same list) that must end before it starts
   std::string state = "pending";  // when planned: "pending", or "failed" to rerun (--retry-failed)
-  std::string exec;               // run_jobs: the file to execute when not argv[0] ("/proc/self/exe":
+  std::string exec{};             // run_jobs: the file to execute when not argv[0] ("/proc/self/exe":
                                   // this process's own binary, even if its path was rebuilt since)
 };
 

@@ -16,6 +16,8 @@
 #                                     distance during training; one call of an H200)
 #   scripts/reproduce.sh mqrar-gate-bias  the same for diag-mqrar-gate-bias (FoX and PaTH-FoX at MQRAR-3
 #                                     and 1e-3 with the gate's bias started at 5; one or two calls)
+#   scripts/reproduce.sh mqrar-sba-bias  the same for diag-mqrar-sba-bias (SBA at MQRAR-3 and 1e-3
+#                                     with its logits offset by −5; two calls)
 #   scripts/reproduce.sh ablations    the same for ablations-flipflop and ablations-kvconv-flipflop
 #                                     (PaTH's ablations; every encoding with k and v convolved)
 #   scripts/reproduce.sh all          flipflop, lengthgen, ablations, a5 and mqrar in turn
@@ -357,16 +359,19 @@ distance_tables() {
   "$PB" plot $d/distance_history.csv --figure curves --split val --metric acc -o $d/curves-by-distance.svg
 }
 
-# MQRAR-3 at 1e-3 with the forget gate started near 1 (diag-mqrar-gate-bias): test accuracy per run,
-# and the first step at which val passed 1 % (off the uniform guess, 0.012 %), 50, 90 and 99 %.
-gate_bias_tables() {
-  local d=results/diag-mqrar-gate-bias
+# MQRAR-3 at 1e-3 with a flatter recency prior at init (diag-mqrar-gate-bias: the forget gate
+# started near 1; diag-mqrar-sba-bias: stick-breaking's logits offset): test accuracy per run beside
+# paper-mqrar's runs with the default, the first step at which val passed 1 % (off the uniform
+# guess, 0.012 %), 50, 90 and 99 %, and the gradient norm over training. $1: the sweep, $2: what
+# every run of it does.
+init_prior_tables() {
+  local s=$1 what=$2 d=results/$1
   [ -f $d/evals.csv ] || return 0
-  gate_bias() {
-    echo "# diag-mqrar-gate-bias: tables"
+  init_prior() {
+    echo "# $s: tables"
     echo
     echo "Made by \`scripts/reproduce.sh --from-csv\` from evals.csv and history.csv here, ../paper-mqrar/evals.csv,"
-    echo "and both folders' records.tgz. Every run here starts the forget gate's bias at 5 (gate_bias=5)."
+    echo "and both folders' records.tgz. Every run here $what."
     echo
     echo "## Test acc (%, scored positions), per seed"
     echo
@@ -391,8 +396,14 @@ gate_bias_tables() {
     python3 scripts/metric_windows.py results/paper-mqrar/records.tgz results/paper-mqrar/runs.csv \
       --metric grad_norm --rows pe --where task_n_back=3 --where lr=0.001 --windows 0 1000 5000 10000 20000
   }
-  atomic $d/tables.md gate_bias
+  atomic $d/tables.md init_prior
   "$PB" plot $d/history.csv --figure curves --split val --metric acc -o $d/curves-val.svg
+}
+gate_bias_tables() {
+  init_prior_tables diag-mqrar-gate-bias "starts the forget gate's bias at 5 (gate_bias=5)"
+}
+sba_bias_tables() {
+  init_prior_tables diag-mqrar-sba-bias "adds −5 to stick-breaking's logits (sba:bias=-5)"
 }
 
 # Runs what is missing of sweep $1 on the GPU, resuming from its committed run records
@@ -420,6 +431,7 @@ case "${1:-}" in
   mqrar) sweep_run paper-mqrar && mqrar_tables ;;
   mqrar-distance) sweep_run diag-mqrar-distance && distance_tables ;;
   mqrar-gate-bias) sweep_run diag-mqrar-gate-bias && gate_bias_tables ;;
+  mqrar-sba-bias) sweep_run diag-mqrar-sba-bias && sba_bias_tables ;;
   ablations) sweep_run ablations-flipflop && sweep_run ablations-kvconv-flipflop && ablation_tables ;;
   all)
     for e in flipflop lengthgen ablations a5 mqrar; do PATHBENCH=$PB bash scripts/reproduce.sh $e; done
@@ -435,9 +447,10 @@ case "${1:-}" in
     mqrar_tables
     distance_tables
     gate_bias_tables
+    sba_bias_tables
     PATHBENCH=$PB bash scripts/conversion.sh --tables >/dev/null
     [ ! -f results/conversion-a5/evals.csv ] || PATHBENCH=$PB bash scripts/conversion.sh a5 --tables >/dev/null
     ;;
-  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | mqrar-distance | mqrar-gate-bias | ablations | all | --from-csv" >&2
+  *) echo "usage: scripts/reproduce.sh flipflop | lengthgen | a5 | a5-controls-cpu | mqrar | mqrar-distance | mqrar-gate-bias | mqrar-sba-bias | ablations | all | --from-csv" >&2
      exit 2 ;;
 esac

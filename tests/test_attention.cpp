@@ -117,8 +117,8 @@ struct StickResult {
 };
 
 template <class S>
-StickResult<S> run_stick(const AttnShape& s, const Inputs& in, bool backward) {
-  const StickBreakingArgs args{s, default_scale(s)};
+StickResult<S> run_stick(const AttnShape& s, const Inputs& in, bool backward, double bias = 0) {
+  const StickBreakingArgs args{s, default_scale(s), bias};
   const auto q = cast<S>(in.q), k = cast<S>(in.k), v = cast<S>(in.v);
   StickResult<S> r;
   r.o.resize(n_elems(s));
@@ -198,14 +198,16 @@ Bias table_bias(const AttnShape& s, Inputs& in, uint64_t seed) {
   return [&s, &in](int, int h, int i, int j) { return in.bias[size_t(h) * s.T + (i - j)]; };
 }
 
-// A_ij = σ(z_ij) ∏_{j<l<i} (1 − σ(z_il)),  o_i = Σ_{j<i} A_ij v_j + (1 − Σ_{j<i} A_ij) v_i.
-std::vector<double> naive_stick(const AttnShape& s, const Inputs& in) {
+// A_ij = σ(z_ij) ∏_{j<l<i} (1 − σ(z_il)),  o_i = Σ_{j<i} A_ij v_j + (1 − Σ_{j<i} A_ij) v_i,
+// z_ij = scale·q_i·k_j + bias.
+std::vector<double> naive_stick(const AttnShape& s, const Inputs& in, double bias = 0) {
   std::vector<double> o(n_elems(s));
   for (int b = 0; b < s.B; ++b)
     for (int h = 0; h < s.H; ++h)
       for (int i = 0; i < s.T; ++i) {
         std::vector<double> sig(i);
-        for (int l = 0; l < i; ++l) sig[l] = 1 / (1 + std::exp(-default_scale(s) * dot_qk(s, in, b, h, i, l)));
+        for (int l = 0; l < i; ++l)
+          sig[l] = 1 / (1 + std::exp(-(default_scale(s) * dot_qk(s, in, b, h, i, l) + bias)));
         double rem = 1;
         for (int j = 0; j < i; ++j) {
           double a = sig[j];
@@ -359,10 +361,30 @@ TEST_CASE("softmax attention gradients match finite differences", "[softmax]") {
 // Stick-breaking attention
 
 TEST_CASE("stick-breaking matches the product formula", "[sba]") {
+  const double bias = GENERATE(0.0, -3.0, 2.0);
   for (const AttnShape& s : kGradShapes) {
-    INFO(describe(s));
+    INFO(describe(s) << ", bias " << bias);
     const Inputs in = make_inputs(s, 60, false);
-    require_close("o", run_stick<double>(s, in, false).o, naive_stick(s, in), 1e-12, 1e-12);
+    require_close("o", run_stick<double>(s, in, false, bias).o, naive_stick(s, in, bias), 1e-12, 1e-12);
+  }
+}
+
+// The bias moves the prior: at q = k = 0 every z is the bias, so A_i,i−d = σ(b)(1 − σ(b))^(d−1).
+TEST_CASE("stick-breaking's bias sets the weights at zero logits", "[sba]") {
+  const AttnShape s{1, 9, 1, 9};
+  Inputs in = make_inputs(s, 65, false);
+  std::fill(in.q.begin(), in.q.end(), 0.0);
+  std::fill(in.v.begin(), in.v.end(), 0.0);
+  for (int t = 0; t < s.T; ++t) in.v[at(s, 0, t, 0, t)] = 1;  // o_i holds row i's weights
+  for (double bias : {0.0, -5.0}) {
+    INFO("bias " << bias);
+    const auto o = run_stick<double>(s, in, false, bias).o;
+    const double sig = 1 / (1 + std::exp(-bias)), i = s.T - 1;
+    std::vector<double> want(s.D), got(s.D);
+    for (int j = 0; j < i; ++j) want[j] = sig * std::pow(1 - sig, i - j - 1);
+    want[i] = std::pow(1 - sig, i);  // the leftover
+    for (int j = 0; j < s.D; ++j) got[j] = o[at(s, 0, int(i), 0, j)];
+    require_close("row T − 1", got, want, 1e-14, 1e-14);
   }
 }
 
@@ -404,11 +426,12 @@ TEST_CASE("stick-breaking weights with the leftover sum to one", "[sba]") {
 
 TEST_CASE("stick-breaking gradients match finite differences", "[sba]") {
   const ThreadCount one_thread(1);
+  const double bias = GENERATE(0.0, -3.0);
   for (const AttnShape& s : kGradShapes) {
-    INFO(describe(s));
+    INFO(describe(s) << ", bias " << bias);
     Inputs in = make_inputs(s, 80, false);
-    const auto g = run_stick<double>(s, in, true);
-    auto loss = [&] { return dot(run_stick<double>(s, in, false).o, in.dout); };
+    const auto g = run_stick<double>(s, in, true, bias);
+    auto loss = [&] { return dot(run_stick<double>(s, in, false, bias).o, in.dout); };
     const size_t n = fd_entries(s, in.q.size());
     check_gradient("q", in.q, g.dq, loss, 1e-5, n);
     check_gradient("k", in.k, g.dk, loss, 1e-5, n);

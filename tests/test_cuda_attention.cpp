@@ -148,8 +148,8 @@ TEST_CASE("CUDA softmax attention with larger logits", "[cuda][softmax]") {
 // ---------------------------------------------------------------------------------------------
 // Stick-breaking attention
 
-Result<double> cpu_stick(const AttnShape& s, const Inputs& in) {
-  const StickBreakingArgs args{s, default_scale(s)};
+Result<double> cpu_stick(const AttnShape& s, const Inputs& in, double bias) {
+  const StickBreakingArgs args{s, default_scale(s), bias};
   Result<double> r;
   r.o.resize(n_elems(s));
   r.dq.resize(n_elems(s));
@@ -161,8 +161,8 @@ Result<double> cpu_stick(const AttnShape& s, const Inputs& in) {
   return r;
 }
 
-Result<float> gpu_stick(const AttnShape& s, const Inputs& in) {
-  const StickBreakingArgs args{s, default_scale(s)};
+Result<float> gpu_stick(const AttnShape& s, const Inputs& in, double bias) {
+  const StickBreakingArgs args{s, default_scale(s), bias};
   const auto q = test::to_device(cast<float>(in.q)), k = test::to_device(cast<float>(in.k));
   const auto v = test::to_device(cast<float>(in.v)), dout = test::to_device(cast<float>(in.dout));
   auto o = test::poisoned(n_elems(s));
@@ -173,11 +173,11 @@ Result<float> gpu_stick(const AttnShape& s, const Inputs& in) {
   return {test::to_host(o), {}, test::to_host(dq), test::to_host(dk), test::to_host(dv), {}};
 }
 
-void check_stick(const AttnShape& s, double qk_std, uint64_t seed) {
-  INFO(describe(s) << ", q, k std " << qk_std);
+void check_stick(const AttnShape& s, double qk_std, uint64_t seed, double bias = 0) {
+  INFO(describe(s) << ", q, k std " << qk_std << ", bias " << bias);
   const Inputs in = make_inputs(s, seed, Gate::None, qk_std);
-  const auto want = cpu_stick(s, in);
-  const auto got = gpu_stick(s, in);
+  const auto want = cpu_stick(s, in, bias);
+  const auto got = gpu_stick(s, in, bias);
   check_rel("o", got.o, want.o, kForwardTol);
   check_rel("dq", got.dq, want.dq, kGradTol);
   check_rel("dk", got.dk, want.dk, kGradTol);
@@ -191,6 +191,11 @@ TEST_CASE("CUDA stick-breaking attention matches the double reference", "[cuda][
 TEST_CASE("CUDA stick-breaking attention with larger logits", "[cuda][sba]") {
   for (const AttnShape& s : {AttnShape{2, 100, 3, 64}, AttnShape{1, 1000, 2, 32}, AttnShape{2, 63, 3, 50}})
     check_stick(s, 3.0, 40);
+}
+
+TEST_CASE("CUDA stick-breaking attention with a logit bias", "[cuda][sba]") {
+  for (const AttnShape& s : {AttnShape{2, 100, 3, 64}, AttnShape{1, 1000, 2, 32}, AttnShape{2, 63, 3, 50}})
+    for (double bias : {-5.0, 2.0}) check_stick(s, 1.0, 45, bias);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -189,6 +189,18 @@ TEST_CASE("fox and path_fox gate_bias: b_f starts at it", "[model]") {
     }
 }
 
+// sba's bias is a constant of the kernel, not a parameter: the default keeps the published specs.
+TEST_CASE("sba bias: the default is left out of the canonical spec", "[model]") {
+  CHECK(resolve_encoding("sba").canonical() == "sba");
+  CHECK(resolve_encoding("sba:bias=0").canonical() == "sba");
+  CHECK(resolve_encoding("sba:bias=-5").canonical() == "sba:bias=-5");
+  CHECK_THROWS_AS(resolve_encoding("sba:bias=nan"), Error);
+  const auto n_params = [](const std::string& pe) {
+    return Transformer<Cpu64>({7, 2, 8, 2, 8, pe}, 5).params.params.size();
+  };
+  CHECK(n_params("sba:bias=-5") == n_params("sba"));
+}
+
 // Why word problems start with a BOS token (tasks/word_problem.cpp): every encoding mixes values
 // that carry no position, with weights that sum to 1, so when x_0 = x_1 the first two positions
 // hold the same state in every layer and a model cannot tell "g g" from "g". A BOS token in front

@@ -96,8 +96,8 @@ void decode_stick_breaking(S* o, const S* q, const S* kc, const S* vc, const Dec
     const Eigen::Map<const Vec<S>> qv(q + int64_t(bh) * D, D);  // (D)
     Vec<S> w(t + 1);                                             // A_j (j < t), rem
     auto z = w.head(t).array();
-    // z_j = scale·q·k_j, j < t
-    z = (qv * K.topRows(t).transpose()).array() * scale;
+    // z_j = scale·q·k_j + bias, j < t
+    z = (qv * K.topRows(t).transpose()).array() * scale + S(a.bias);
     // softplus(z) = max(z, 0) + log(1 + exp(−|z|)),  log σ(z) = min(z, 0) − log(1 + exp(−|z|))
     const Eigen::Array<S, 1, Eigen::Dynamic> l = (-z.abs()).exp().log1p(), sp = z.max(S(0)) + l,
                                              log_sig = z.min(S(0)) - l;

@@ -21,16 +21,17 @@ struct Scratch {
   RowVec<S> softplus, log_sigmoid;  // (T)
 };
 
-// Turns row i of W from q_i·k_j (j < i) into the weights of query i, in place:
+// Turns row i of W from q_i·k_j (j < i) into the weights of query i, in place, with
+// z_ij = scale·q_i·k_j + bias:
 //   log A_ij = log σ(z_ij) − Σ_{j<l<i} softplus(z_il),  W_ii = rem_i = exp(−Σ_{l<i} softplus(z_il)).
 // Leaves softplus(z_il) and log σ(z_il) (l < i) in the scratch rows.
 template <class S>
-void weights_row(Scratch<S>& w, int i, S scale) {
+void weights_row(Scratch<S>& w, int i, S scale, S bias) {
   auto z = w.W.row(i).head(i).array();
   auto sp = w.softplus.head(i).array();
   auto log_sig = w.log_sigmoid.head(i).array();
-  // z_ij = scale·q_i·k_j
-  z *= scale;
+  // z_ij = scale·q_i·k_j + bias
+  z = z * scale + bias;
   // softplus(z) = max(z, 0) + log(1 + exp(−|z|)),  log σ(z) = min(z, 0) − log(1 + exp(−|z|))
   log_sig = (-z.abs()).exp().log1p();
   sp = z.max(S(0)) + log_sig;
@@ -51,7 +52,7 @@ void forward_head(HeadMap<S> o, ConstHeadMap<S> q, ConstHeadMap<S> k, ConstHeadM
                   const StickBreakingArgs& args, Scratch<S>& w) {
   // W_ij = q_i·k_j, j ≤ i
   causal_product(w.W, q, k);
-  for (int i = 0; i < args.shape.T; ++i) weights_row(w, i, S(args.scale));
+  for (int i = 0; i < args.shape.T; ++i) weights_row(w, i, S(args.scale), S(args.bias));
   // o_i = Σ_{j<i} A_ij v_j + rem_i v_i
   o.noalias() = w.W.template triangularView<Eigen::Lower>() * v;
 }
@@ -82,7 +83,7 @@ void backward_head(HeadMap<S> dq, HeadMap<S> dk, HeadMap<S> dv, ConstHeadMap<S> 
   causal_product(w.W, q, k);
   causal_product(w.dW, dout, v);
   for (int i = 0; i < args.shape.T; ++i) {
-    weights_row(w, i, scale);
+    weights_row(w, i, scale, S(args.bias));
     weights_row_backward(w, i);
   }
   // dq = scale·dz k,  dk = scale·dzᵀ q  (dz strictly lower),  dv = Wᵀ dout

@@ -151,13 +151,14 @@ __global__ void path_key_update_kernel(float* kc, const float* w, const float* b
   }
 }
 
-// One block per bh, query at t = T − 1. z_j = scale·q·k_j (j < t) into scratch w (T); thread i
+// One block per bh, query at t = T − 1. z_j = scale·q·k_j + bias (j < t) into scratch w (T); thread i
 // takes the contiguous keys [i·n, (i + 1)·n) and sums their softplus (double); the sums of the
 // later threads give each its starting tail; walking its keys right to left,
 //   A_j = exp(log σ(z_j) − tail),  tail += softplus(z_j);
 // w_t = rem = exp(−Σ_{j<t} softplus(z_j)), then o = Σ_{j≤t} w_j v_j.
 __global__ void decode_stick_breaking_kernel(float* o, const float* q, const float* kc, const float* vc,
-                                             float* w_all, int D, int Tmax, int T, float scale) {
+                                             float* w_all, int D, int Tmax, int T, float scale,
+                                             float bias) {
   extern __shared__ float smem[];
   float* qs = smem;       // (D)
   float* acc = smem + D;  // (kWarps, D)
@@ -168,7 +169,7 @@ __global__ void decode_stick_breaking_kernel(float* o, const float* q, const flo
   for (int d = threadIdx.x; d < D; d += kThreads) qs[d] = q[int64_t(bh) * D + d];
   __syncthreads();
   for (int j = warp; j < t; j += kWarps) {
-    const float z = scale * warp_dot(qs, K + int64_t(j) * D, D);  // z_j
+    const float z = scale * warp_dot(qs, K + int64_t(j) * D, D) + bias;  // z_j
     if (lane == 0) w[j] = z;
   }
   __syncthreads();
@@ -288,7 +289,7 @@ void decode_stick_breaking(float* o, const float* q, const float* kc, const floa
   float* w = static_cast<float*>(scratch(sizeof(float) * size_t(BH) * a.T));  // (B·H, T)
   const int smem = attention_smem(decode_stick_breaking_kernel, a.D);
   decode_stick_breaking_kernel<<<BH, kThreads, smem, stream()>>>(o, q, kc, vc, w, a.D, a.Tmax, a.T,
-                                                                 float(a.scale));
+                                                                 float(a.scale), float(a.bias));
   PB_LAUNCH_CHECK();
 }
 

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
                        const float* __restrict__ q,     // (B, T, H, D)
                        const float* __restrict__ k,     // (B, T, H, D)
                        const float* __restrict__ v,     // (B, T, H, D)
-                       int T, int H, int D, float scale) {
+                       int T, int H, int D, float scale, float bias) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
@@ -129,14 +129,14 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
     load_tile<DP>(sk, k + at.head, k0, T, at.stride, D);
     load_tile<DP>(sv, v + at.head, k0, T, at.stride, D);
     __syncthreads();
-    // z_ij = scale·q_i·k_j
+    // z_ij = scale·q_i·k_j + bias
     float z[L::RM][L::RN] = {};
     mm_abt<DP>(z, sq, sk, ty, tx);
 #pragma unroll
     for (int a = 0; a < L::RM; ++a) {
       float zs[L::RN], A[L::RN], log_sig[L::RN];
 #pragma unroll
-      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b];
+      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b] + bias;
       carry[a] += stick_weights(A, log_sig, zs, q0 + ty * L::RM + a, k0 + tx, T, carry[a], tx);
 #pragma unroll
       for (int b = 0; b < L::RN; ++b) sa[(ty * L::RM + a) * L::LP + tx + 16 * b] = A[b];
@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
                   const float* __restrict__ k,          // (B, T, H, D)
                   const float* __restrict__ v,          // (B, T, H, D)
                   const float* __restrict__ delta,      // (B, T, H)
-                  int T, int H, int D, float scale) {
+                  int T, int H, int D, float scale, float bias) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sq = reinterpret_cast<float*>(smem4);  // (BT, LD) queries of this tile
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
     load_tile<DP>(sk, k + at.head, k0, T, at.stride, D);
     load_tile<DP>(sv, v + at.head, k0, T, at.stride, D);
     __syncthreads();
-    // z_ij = scale·q_i·k_j,  dA_ij = dout_i·v_j
+    // z_ij = scale·q_i·k_j + bias,  dA_ij = dout_i·v_j
     float z[L::RM][L::RN] = {}, dA[L::RM][L::RN] = {};
     mm_abt<DP>(z, sq, sk, ty, tx);
     mm_abt<DP>(dA, sdo, sv, ty, tx);
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
       }
       float zs[L::RN], A[L::RN], log_sig[L::RN], dz[L::RN];
 #pragma unroll
-      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b];
+      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b] + bias;
       c_sp[a] += stick_weights(A, log_sig, zs, i, k0 + tx, T, c_sp[a], tx);
       c_g[a] += stick_grads(dz, A, log_sig, dA[a], i, k0 + tx, T, c_g[a], delta_i[a], tx);
 #pragma unroll
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
                     const float* __restrict__ q,          // (B, T, H, D)
                     const float* __restrict__ k,          // (B, T, H, D)
                     const float* __restrict__ v,          // (B, T, H, D)
-                    int T, int H, int D, float scale) {
+                    int T, int H, int D, float scale, float bias) {
   using L = Tile<DP>;
   extern __shared__ float4 smem4[];
   float* sk = reinterpret_cast<float*>(smem4);  // (BT, LD) keys of this tile
@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
     load_tile<DP>(sq, q + at.head, q0, T, at.stride, D);
     load_tile<DP>(sdo, dout + at.head, q0, T, at.stride, D);
     __syncthreads();
-    // z_il = scale·q_i·k_l,  dA_il = dout_i·v_l  (rows: queries, columns: keys)
+    // z_il = scale·q_i·k_l + bias,  dA_il = dout_i·v_l  (rows: queries, columns: keys)
     float z[L::RM][L::RN] = {}, dA[L::RM][L::RN] = {};
     mm_abt<DP>(z, sq, sk, ty, tx);
     mm_abt<DP>(dA, sdo, sv, ty, tx);
@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, DP <= 64 ? 2 : 1)
       const int64_t c = carry_index(blockIdx.x, kt, n_tiles, T, ic);
       float zs[L::RN], A[L::RN], log_sig[L::RN], dz[L::RN];
 #pragma unroll
-      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b];
+      for (int b = 0; b < L::RN; ++b) zs[b] = scale * z[a][b] + bias;
       stick_weights(A, log_sig, zs, i, k0 + tx, T, carry_sp[c], tx);
       stick_grads(dz, A, log_sig, dA[a], i, k0 + tx, T, carry_g[c],
                   delta[at.scalar + int64_t(ic) * H], tx);
@@ -338,14 +338,15 @@ void forward(float* o, const float* q, const float* k, const float* v,
              const StickBreakingArgs& args) {
   const AttnShape& s = args.shape;
   launch<DP>(sba_forward_kernel<DP, false>, smem_bytes<DP>(3, 1), s, o, static_cast<float*>(nullptr),
-             static_cast<const float*>(nullptr), q, k, v, s.T, s.H, s.D, float(args.scale));
+             static_cast<const float*>(nullptr), q, k, v, s.T, s.H, s.D, float(args.scale),
+             float(args.bias));
 }
 
 template <int DP>
 void backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
               const float* v, const StickBreakingArgs& args) {
   const AttnShape& s = args.shape;
-  const float scale = float(args.scale);
+  const float scale = float(args.scale), bias = float(args.bias);
   const size_t n = size_t(s.B) * s.T * s.H, n_carry = n * ceil_div(s.T, Tile<DP>::BT);
   float* delta = static_cast<float*>(scratch(sizeof(float) * (2 * n + 2 * n_carry)));  // (B, T, H)
   float* rem = delta + n;          // (B, T, H)
@@ -353,12 +354,12 @@ void backward(float* dq, float* dk, float* dv, const float* dout, const float* q
   float* carry_g = carry_sp + n_carry;  // (B·H, tiles, T)
   // δ_i = dout_i·o_i, rem_i
   launch<DP>(sba_forward_kernel<DP, true>, smem_bytes<DP>(3, 1), s, delta, rem, dout, q, k, v, s.T,
-             s.H, s.D, scale);
+             s.H, s.D, scale, bias);
   launch<DP>(sba_dq_kernel<DP>, smem_bytes<DP>(4, 1), s, dq, carry_sp, carry_g, dout, q, k, v, delta,
-             s.T, s.H, s.D, scale);
+             s.T, s.H, s.D, scale, bias);
   launch<DP>(sba_dkdv_kernel<DP>, smem_bytes<DP>(4, 2), s, dk, dv, static_cast<const float*>(carry_sp),
              static_cast<const float*>(carry_g), static_cast<const float*>(delta),
-             static_cast<const float*>(rem), dout, q, k, v, s.T, s.H, s.D, scale);
+             static_cast<const float*>(rem), dout, q, k, v, s.T, s.H, s.D, scale, bias);
 }
 
 }  // namespace
