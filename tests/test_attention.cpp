@@ -369,7 +369,7 @@ TEST_CASE("stick-breaking matches the product formula", "[sba]") {
   }
 }
 
-// The bias moves the prior: at q = k = 0 every z is the bias, so A_i,i−d = σ(b)(1 − σ(b))^(d−1).
+// The bias moves the prior: at q = 0 every z is the bias, so A_i,i−d = σ(b)(1 − σ(b))^(d−1).
 TEST_CASE("stick-breaking's bias sets the weights at zero logits", "[sba]") {
   const AttnShape s{1, 9, 1, 9};
   Inputs in = make_inputs(s, 65, false);
@@ -379,11 +379,12 @@ TEST_CASE("stick-breaking's bias sets the weights at zero logits", "[sba]") {
   for (double bias : {0.0, -5.0}) {
     INFO("bias " << bias);
     const auto o = run_stick<double>(s, in, false, bias).o;
-    const double sig = 1 / (1 + std::exp(-bias)), i = s.T - 1;
+    const double sig = 1 / (1 + std::exp(-bias));
+    const int i = s.T - 1;  // the last row: every key before it
     std::vector<double> want(s.D), got(s.D);
     for (int j = 0; j < i; ++j) want[j] = sig * std::pow(1 - sig, i - j - 1);
     want[i] = std::pow(1 - sig, i);  // the leftover
-    for (int j = 0; j < s.D; ++j) got[j] = o[at(s, 0, int(i), 0, j)];
+    for (int j = 0; j < s.D; ++j) got[j] = o[at(s, 0, i, 0, j)];
     require_close("row T − 1", got, want, 1e-14, 1e-14);
   }
 }
