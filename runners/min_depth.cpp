@@ -98,8 +98,15 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
     const double v = by == "any" ? st.max : by == "all" ? st.min : st.mean;
     const size_t n = choice ? std::min(st.n, complete[key]) : st.n;
     const bool all_in = n >= of;
+    // With seeds pending, the depth is ruled out when even their best (metric 1) cannot meet the
+    // rule: the mean of the n present and of - n at 1 stays below it, or (all) a present seed is.
+    // Only when the present values are settled (every chosen-among value has run for each seed).
+    const bool settled = n == st.n;
+    const bool out_of_reach = settled && (by == "mean" ? st.mean * double(n) + double(of - n) < threshold * double(of)
+                                        : by == "all" ? st.min < threshold
+                                                      : false);
     d = {v >= threshold && (all_in || by == "any") ? MinDepth::Kind::passed
-         : all_in                                  ? MinDepth::Kind::none
+         : all_in || out_of_reach                  ? MinDepth::Kind::none
                                                    : MinDepth::Kind::undecided,
          key[2], by == "any" && v >= threshold ? st.n : n, of, false, ""};
   }

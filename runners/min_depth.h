@@ -5,8 +5,11 @@
 //   threshold on the split the search reads (val) counts at every deeper depth of its cell with
 //   that run's rows (fill_skipped_depths);
 // - walking up from the shallowest depth, a depth decides a cell only when every seed of the
-//   table has a value there, for every --best-over value; the first depth where some have none
-//   ends the walk, undecided (under "any", a seed there that passes decides it).
+//   table has a value there, for every --best-over value, or when the seeds present rule it out
+//   whatever the pending ones reach (the metric is an accuracy, at most 1: under "mean", the
+//   present seeds' sum plus 1 per pending seed stays below threshold × seeds; under "all", a
+//   present seed is below the threshold); the first depth that is neither ends the walk,
+//   undecided (under "any", a seed there that passes decides it).
 #pragma once
 #include <map>
 #include <string>
@@ -33,7 +36,8 @@ DepthFill fill_skipped_depths(Csv& csv, const std::vector<size_t>& rows, std::ve
 
 struct MinDepth {
   enum class Kind { passed, none, undecided } kind = Kind::none;
-  std::string depth;     // passed: the smallest depth; none: the deepest, D; undecided: the first depth missing seeds
+  std::string depth;     // passed: the smallest depth; none: the deepest, D; undecided: the first depth missing
+                         // seeds that the present ones do not rule out
   size_t n = 0, of = 0;  // seeds with a value at `depth` (for every --best-over value); seeds of the table
   bool cap = false;      // none: a run at D ended at its step budget (budget-limited, not unsolved)
   std::string cap_below;  // passed: the depth below it when a run there ended at its step budget short

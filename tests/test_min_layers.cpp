@@ -64,6 +64,38 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
   CHECK_THAT(table(csv, ""), Contains("| path | 1 (n=1) |") && !Contains("deeper depths not run"));
 }
 
+TEST_CASE("table --min-layers: a depth the seeds present rule out, whatever the pending ones reach", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers_reach");
+  const std::string csv = tmp.file("evals.csv");
+  pb::Csv c;
+  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+  // Three seeds (path has all three); seed 2 of the others is pending at every depth.
+  // alibi: 0.5, 0.6 at 1 layer, (0.5 + 0.6 + 1) / 3 = 0.7 < 0.9, out of reach; at 2 layers 0.95 and
+  // 0.97 leave it open. nope: out of reach at both. rope: 0.95 and 0.97 at 1 layer leave it open.
+  const std::vector<std::vector<std::string>> runs = {
+      {"path", "1", "0", "0.99"}, {"path", "1", "1", "0.99"},  {"path", "1", "2", "0.99"},
+      {"alibi", "1", "0", "0.5"}, {"alibi", "1", "1", "0.6"},  {"alibi", "2", "0", "0.95"}, {"alibi", "2", "1", "0.97"},
+      {"nope", "1", "0", "0.5"},  {"nope", "1", "1", "0.6"},   {"nope", "2", "0", "0.6"},   {"nope", "2", "1", "0.7"},
+      {"rope", "1", "0", "0.95"}, {"rope", "1", "1", "0.97"}};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3]});
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  const std::string mean = table(csv, "");
+  CHECK_THAT(mean, Contains("| path | 1 (n=3) |") && Contains("| alibi | ≥ 2 (2 of 3 seeds) |"));
+  CHECK_THAT(mean, Contains("| nope | > 2 (n=2) |") && Contains("| rope | ≥ 1 (2 of 3 seeds) |"));
+  // Every seed: a present seed below it rules a depth out; rope's 0.95 and 0.97 do not.
+  const std::string all = table(csv, " --min-layers-by all");
+  CHECK_THAT(all, Contains("| alibi | ≥ 2 (2 of 3 seeds) |") && Contains("| nope | > 2 (n=2) |"));
+  CHECK_THAT(all, Contains("| rope | ≥ 1 (2 of 3 seeds) |"));
+  // Near the edge, nope at 1 layer: 0.8 + 0.91 + 1 > 0.9 × 3 is within reach, 0.8 + 0.89 + 1 is not.
+  c.rows[14][6] = c.rows[15][6] = "0.8", c.rows[16][6] = c.rows[17][6] = "0.91";
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| nope | ≥ 1 (2 of 3 seeds) |"));
+  c.rows[16][6] = c.rows[17][6] = "0.89";
+  pb::write_file_atomic(csv, pb::write_csv(c));
+  CHECK_THAT(table(csv, ""), Contains("| nope | > 2 (n=2) |"));
+}
+
 TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided cells left out", "[sweep]") {
   const pb::test::TempDir tmp("min_depth_plot");
   const std::string csv = tmp.file("evals.csv"), svg = tmp.file("md.svg");
