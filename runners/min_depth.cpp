@@ -131,7 +131,8 @@ std::string min_depth_text(const MinDepth& d) {
     case MinDepth::Kind::undecided: return fmt::format("≥ {} ({} of {} seeds)", d.depth, d.n, d.of);
     case MinDepth::Kind::none: break;
   }
-  return fmt::format("> {} ({}n={})", d.depth, d.cap ? "cap, " : "", d.n);
+  const std::string n = d.n < d.of ? fmt::format("{} of {} seeds", d.n, d.of) : fmt::format("n={}", d.n);
+  return fmt::format("> {} ({}{})", d.depth, d.cap ? "cap, " : "", n);
 }
 
 std::string min_depth_seed_text(const MinDepth& d) {

@@ -42,6 +42,8 @@ struct MinDepth {
   bool cap = false;      // none: a run at D ended at its step budget (budget-limited, not unsolved)
   std::string cap_below;  // passed: the depth below it when a run there ended at its step budget short
                           // of the threshold (a smaller depth is not ruled out); "" otherwise
+  // Whether seeds are still pending: undecided, or none with only a bound from the seeds present.
+  bool pending() const { return kind == Kind::undecided || (kind == Kind::none && n < of); }
 };
 // --best-over's column and the rows it chose among (the same split and selection as the chosen ones).
 struct ChoiceRows {
@@ -60,7 +62,8 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    double threshold, const ChoiceRows* choice = nullptr);
 // Whose metric the rule `by` reads, for captions: "the mean", "some seed's", "every seed's".
 const char* min_depth_who(const std::string& by);
-// "2 (n=3)", "2 (n=3; cap at 1)", "> 5 (cap, n=3)" or "≥ 3 (1 of 3 seeds)".
+// "2 (n=3)", "2 (n=3; cap at 1)", "> 5 (cap, n=3)", "> 3 (2 of 3 seeds)" (seeds pending, ruled out
+// whatever they reach) or "≥ 3 (1 of 3 seeds)".
 std::string min_depth_text(const MinDepth& d);
 // One seed's depth, for --per-seed: "2", "2 (cap at 1)", "> 5" or "> 5 (cap)".
 std::string min_depth_seed_text(const MinDepth& d);

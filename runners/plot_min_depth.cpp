@@ -68,8 +68,8 @@ void plot_min_depth(const PlotOptions& o) {
   for (const auto& panel : depths)
     for (const auto& [rc, d] : panel) {
       deepest = std::max(deepest, number(d.depth, "layers"));
-      undecided += d.kind == MinDepth::Kind::undecided;
-      capped += d.kind == MinDepth::Kind::none && d.cap;
+      undecided += d.pending();
+      capped += d.kind == MinDepth::Kind::none && d.cap && !d.pending();
       capped_below += !d.cap_below.empty();
       seeds = std::max(seeds, d.of);
     }
@@ -101,7 +101,7 @@ void plot_min_depth(const PlotOptions& o) {
       fill.filled));
   if (undecided)
     caption.push_back(fmt::format("Not drawn: {} encoding–length cells whose seeds have not all run at some depth "
-                                  "below any that passed (pending).",
+                                  "below any that passed (pending), or at the deepest that none passed.",
                                   undecided));
 
   PanelGrid grid(panels.size());
@@ -129,7 +129,7 @@ void plot_min_depth(const PlotOptions& o) {
       svg.open(fmt::format("g class=\"series\" data-pe=\"{}\"", xml_escape(series[s])));
       for (const auto& x : xs) {
         const auto it = depths[p].find({series[s], x});
-        if (it == depths[p].end() || it->second.kind == MinDepth::Kind::undecided) {
+        if (it == depths[p].end() || it->second.pending()) {
           if (!lines.back().empty()) lines.emplace_back();
           continue;
         }

@@ -82,10 +82,10 @@ TEST_CASE("table --min-layers: a depth the seeds present rule out, whatever the 
   pb::write_file_atomic(csv, pb::write_csv(c));
   const std::string mean = table(csv, "");
   CHECK_THAT(mean, Contains("| path | 1 (n=3) |") && Contains("| alibi | ≥ 2 (2 of 3 seeds) |"));
-  CHECK_THAT(mean, Contains("| nope | > 2 (n=2) |") && Contains("| rope | ≥ 1 (2 of 3 seeds) |"));
+  CHECK_THAT(mean, Contains("| nope | > 2 (2 of 3 seeds) |") && Contains("| rope | ≥ 1 (2 of 3 seeds) |"));
   // Every seed: a present seed below it rules a depth out; rope's 0.95 and 0.97 do not.
   const std::string all = table(csv, " --min-layers-by all");
-  CHECK_THAT(all, Contains("| alibi | ≥ 2 (2 of 3 seeds) |") && Contains("| nope | > 2 (n=2) |"));
+  CHECK_THAT(all, Contains("| alibi | ≥ 2 (2 of 3 seeds) |") && Contains("| nope | > 2 (2 of 3 seeds) |"));
   CHECK_THAT(all, Contains("| rope | ≥ 1 (2 of 3 seeds) |"));
   // Near the edge, nope at 1 layer: 0.8 + 0.91 + 1 > 0.9 × 3 is within reach, 0.8 + 0.89 + 1 is not.
   c.rows[14][6] = c.rows[15][6] = "0.8", c.rows[16][6] = c.rows[17][6] = "0.91";
@@ -93,7 +93,13 @@ TEST_CASE("table --min-layers: a depth the seeds present rule out, whatever the 
   CHECK_THAT(table(csv, ""), Contains("| nope | ≥ 1 (2 of 3 seeds) |"));
   c.rows[16][6] = c.rows[17][6] = "0.89";
   pb::write_file_atomic(csv, pb::write_csv(c));
-  CHECK_THAT(table(csv, ""), Contains("| nope | > 2 (n=2) |"));
+  CHECK_THAT(table(csv, ""), Contains("| nope | > 2 (2 of 3 seeds) |"));
+  // The figure draws settled cells only: path's; nope's bound waits for seed 2 with the undecided.
+  const std::string svg = tmp.file("md.svg");
+  REQUIRE(run_pathbench("plot " + csv + " --figure min-depth --split test --metric seq_acc -o " + svg).code == 0);
+  const std::string fig = pb::read_file(svg);
+  CHECK_THAT(fig, Contains("<title>path, length 8: 1 (n=3)</title>") && !Contains("<title>nope"));
+  CHECK_THAT(fig, Contains("Not drawn: 3 encoding–length cells") && !Contains("budget-limited"));
 }
 
 TEST_CASE("plot --figure min-depth: the depths of table --min-layers, undecided cells left out", "[sweep]") {

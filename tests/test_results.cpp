@@ -169,7 +169,7 @@ TEST_CASE("table: seeds in every cell, min-layers", "[sweep]") {
   // only where seed 0 rules it out whatever seed 1 reaches: rope len 16 at 3 layers, (0.6 + 1) / 2
   // < 0.9, and path len 16 at 1 layer, (0.5 + 1) / 2; path's 0.95 and 0.91 leave it open.
   CHECK_THAT(cli({"table", csv, "--min-layers", "0.9"}),
-             Contains("| rope | 2 (n=2) | > 3 (n=1) |\n| path | ≥ 1 (1 of 2 seeds) | ≥ 2 (1 of 2 seeds) |"));
+             Contains("| rope | 2 (n=2) | > 3 (1 of 2 seeds) |\n| path | ≥ 1 (1 of 2 seeds) | ≥ 2 (1 of 2 seeds) |"));
   // Every seed: not at 2 layers (0.89); at 3 layers seed 1 counts with its 0.95 at 2 (it passed
   // there, so a depth search would not run 3) and seed 0 passes.
   CHECK_THAT(cli({"table", csv, "--min-layers", "0.9", "--min-layers-by", "all"}),
