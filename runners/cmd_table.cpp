@@ -200,9 +200,9 @@ void run_table(TableOptions o) {
                          : fmt::format("smallest layers where {} {} ≥ {}, n seeds (> D: none up to D layers; cap: a run "
                                        "at D ended at its step budget, so budget-limited; cap at d: a run at the depth "
                                        "below, d, ended at its step budget short of it, so a smaller depth is not ruled "
-                                       "out; ≥ d (k of n seeds): runs pending at d could still reach it, undecided (a depth that the "
-                                       "seeds present rule out, the pending ones counted at 1, is not reached); blank: "
-                                       "no runs)",
+                                       "out; ≥ d (k of n seeds): runs pending at d could still reach it, undecided (a "
+                                       "depth that the seeds present rule out, the pending ones counted at 1, is not "
+                                       "reached); blank: no runs)",
                                        who, caption, o.min_layers);
     if (fill.filled)
       caption += fmt::format("; deeper depths not run because their configuration (seed, {}) reached it (the "
