@@ -23,20 +23,30 @@ std::string table(const std::string& csv, const std::string& extra) {
   return r.out;
 }
 
+// An evals.csv's rows at length 8 and lr 0.001 from (pe, layers, seed, seq_acc) runs, the value
+// the same on val and test: rows 2i and 2i + 1 are run i's.
+pb::Csv depth_runs(const std::vector<std::vector<std::string>>& runs) {
+  pb::Csv c;
+  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+  for (const auto& r : runs)
+    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3]});
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("table --min-layers: depths the depth search skipped count as passed", "[sweep]") {
   const pb::test::TempDir tmp("min_layers");
   const std::string csv = tmp.file("evals.csv");
-  pb::Csv c;
-  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
   // (pe, layers, seed, seq_acc on val and test): path seed 0 passes at 1 layer, so the search ran
   // no deeper; seed 1 passes at 3. rope seed 0 stops at 1 layer below the threshold (pending).
-  const std::vector<std::vector<std::string>> runs = {
-      {"path", "1", "0", "0.95"}, {"path", "1", "1", "0.5"}, {"path", "2", "1", "0.86"}, {"path", "3", "1", "0.95"},
-      {"rope", "1", "0", "0.4"},  {"rope", "1", "1", "0.5"}, {"rope", "2", "1", "0.95"}};
-  for (const auto& r : runs)
-    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3]});
+  pb::Csv c = depth_runs({{"path", "1", "0", "0.95"},
+                          {"path", "1", "1", "0.5"},
+                          {"path", "2", "1", "0.86"},
+                          {"path", "3", "1", "0.95"},
+                          {"rope", "1", "0", "0.4"},
+                          {"rope", "1", "1", "0.5"},
+                          {"rope", "2", "1", "0.95"}});
   pb::write_file_atomic(csv, pb::write_csv(c));
 
   // path at 2 layers: seed 0's 0.95 (filled from 1 layer) and seed 1's 0.86, mean 0.905. Without
@@ -67,18 +77,14 @@ TEST_CASE("table --min-layers: depths the depth search skipped count as passed",
 TEST_CASE("table --min-layers: a depth the seeds present rule out, whatever the pending ones reach", "[sweep]") {
   const pb::test::TempDir tmp("min_layers_reach");
   const std::string csv = tmp.file("evals.csv");
-  pb::Csv c;
-  c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
   // Three seeds (path has all three); seed 2 of the others is pending at every depth.
   // alibi: 0.5, 0.6 at 1 layer, (0.5 + 0.6 + 1) / 3 = 0.7 < 0.9, out of reach; at 2 layers 0.95 and
   // 0.97 leave it open. nope: out of reach at both. rope: 0.95 and 0.97 at 1 layer leave it open.
-  const std::vector<std::vector<std::string>> runs = {
-      {"path", "1", "0", "0.99"}, {"path", "1", "1", "0.99"},  {"path", "1", "2", "0.99"},
-      {"alibi", "1", "0", "0.5"}, {"alibi", "1", "1", "0.6"},  {"alibi", "2", "0", "0.95"}, {"alibi", "2", "1", "0.97"},
-      {"nope", "1", "0", "0.5"},  {"nope", "1", "1", "0.6"},   {"nope", "2", "0", "0.6"},   {"nope", "2", "1", "0.7"},
-      {"rope", "1", "0", "0.95"}, {"rope", "1", "1", "0.97"}};
-  for (const auto& r : runs)
-    for (const char* split : {"val", "test"}) c.rows.push_back({r[0], "8", r[1], r[2], "0.001", split, r[3]});
+  pb::Csv c = depth_runs({{"path", "1", "0", "0.99"}, {"path", "1", "1", "0.99"},  {"path", "1", "2", "0.99"},
+                          {"alibi", "1", "0", "0.5"}, {"alibi", "1", "1", "0.6"},  {"alibi", "2", "0", "0.95"},
+                          {"alibi", "2", "1", "0.97"}, {"nope", "1", "0", "0.5"},  {"nope", "1", "1", "0.6"},
+                          {"nope", "2", "0", "0.6"},  {"nope", "2", "1", "0.7"},   {"rope", "1", "0", "0.95"},
+                          {"rope", "1", "1", "0.97"}});
   pb::write_file_atomic(csv, pb::write_csv(c));
   const std::string mean = table(csv, "");
   CHECK_THAT(mean, Contains("| path | 1 (n=3) |") && Contains("| alibi | ≥ 2 (2 of 3 seeds) |"));
