@@ -2,11 +2,12 @@
 # A GPU binary built ahead, on a machine with nvcc but no GPU, and carried to a lent GPU machine
 # with the sources, so that a call there need not spend its first minute and a half building.
 #   scripts/carry.sh build      builds the CLI with the CUDA backend (sm_90, portable host code:
-#                               PATHBENCH_NATIVE=OFF) in build-carry/ and puts it gzipped, with the
+#                               PATHBENCH_NATIVE=OFF) in build-carry/ and puts it stripped and
+#                               xz-compressed (.carry/pathbench.xz), with the
 #                               digest of the sources it was built from, into .carry/ (git-ignored;
 #                               name it in the device call's carry list). Refuses a tree whose
 #                               sources differ from HEAD, so the binary's commit names its code
-#   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.gz to DEST (and its
+#   scripts/carry.sh use DEST   on the GPU machine: unpacks .carry/pathbench.xz to DEST (and its
 #                               digest to DEST.digest) when the digest of the sources here equals
 #                               the carried one and the binary runs (`--version`); exits 1
 #                               otherwise (the caller builds instead)
@@ -20,12 +21,18 @@
 #   scripts/carry.sh digest     prints the digest of the sources
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
-# in holds the very code it was built from. Gzipped, the binary is 8 MB instead of 26: a device
-# call carries at most 64 MiB, the tracked tree and .deps/usr.tgz included.
+# in holds the very code it was built from. Stripped and xz -9e, the binary is 5.6 MB instead of 26
+# (gzip -9: 8.4 MB): a device call carries at most 64 MiB, the tracked tree (60 MB of it, mostly
+# results/) and .deps/usr.tgz included. The GPU machine unpacks it with xz, or with Python's lzma
+# module where xz is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(CMakeLists.txt cmake core kernels models runners tasks)
 digest() { find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32; }
+unxz() {  # FILE: its xz-decompressed bytes on stdout
+  if command -v xz >/dev/null; then xz -dc "$1"
+  else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi
+}
 clean() {
   git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
     { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
@@ -58,18 +65,20 @@ case ${1:-} in
     [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
     mkdir -p .carry
     rm -f .carry/pathbench.digest  # no moment where an old digest vouches for the new binary
-    gzip -9 -c build-carry/pathbench >.carry/pathbench.gz.tmp && mv .carry/pathbench.gz.tmp .carry/pathbench.gz
+    rm -f .carry/pathbench.gz  # a gzipped binary left in .carry would travel with it
+    strip -o build-carry/pathbench.stripped build-carry/pathbench
+    xz -9e -c build-carry/pathbench.stripped >.carry/pathbench.xz.tmp && mv .carry/pathbench.xz.tmp .carry/pathbench.xz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     stamp "$before"
-    echo "carry.sh: .carry/pathbench.gz ($(du -h .carry/pathbench.gz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
+    echo "carry.sh: .carry/pathbench.xz ($(du -h .carry/pathbench.xz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
     ;;
   use)
     dest=${2:?usage: scripts/carry.sh use DEST}
-    [[ -f .carry/pathbench.gz && -f .carry/pathbench.digest ]] || { echo "carry.sh: no carried binary" >&2; exit 1; }
+    [[ -f .carry/pathbench.xz && -f .carry/pathbench.digest ]] || { echo "carry.sh: no carried binary" >&2; exit 1; }
     [[ $(digest) == "$(cat .carry/pathbench.digest)" ]] ||
       { echo "carry.sh: the carried binary was built from other sources; not used" >&2; exit 1; }
     mkdir -p "$(dirname "$dest")"
-    gzip -dc .carry/pathbench.gz >"$dest.tmp" && chmod +x "$dest.tmp" ||
+    unxz .carry/pathbench.xz >"$dest.tmp" && chmod +x "$dest.tmp" ||
       { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not unpack" >&2; exit 1; }
     version=$("$dest.tmp" --version 2>&1) ||
       { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/carry.sh use takes a carried binary only where the sources match the ones it was built
 # from and it runs: a stand-in binary in a temporary copy of the tree, used, refused after a
-# source file changes, refused when it does not run, and refused when a source file is added;
+# source file changes, refused when it does not run, and refused when a source file is added; unpacked without xz (Python's lzma);
 # and the commit stamp, printed only for the stamped sources and against a disagreeing PB_COMMIT.
 # Usage: tests/carry.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
@@ -13,7 +13,7 @@ cp "$src"/scripts/carry.sh "$t"/scripts/
 cp -r "$src"/CMakeLists.txt "$src"/cmake "$src"/core "$src"/kernels "$src"/models "$src"/runners "$src"/tasks "$t"/
 cd "$t"
 mkdir -p .carry
-printf '#!/usr/bin/env bash\necho "pathbench 0.1.0 (stand-in)"\n' | gzip >.carry/pathbench.gz
+printf '#!/usr/bin/env bash\necho "pathbench 0.1.0 (stand-in)"\n' | xz >.carry/pathbench.xz
 bash scripts/carry.sh digest >.carry/pathbench.digest
 fail=0
 expect() {  # WANT_RC WHAT: scripts/carry.sh use out/pathbench exits WANT_RC, out/pathbench exists iff 0
@@ -30,14 +30,21 @@ echo "// changed" >>core/error.h
 expect 1 "a changed source file"
 cp "$src"/core/error.h core/error.h
 expect 0 "the source restored"
+# without xz on the PATH, Python's lzma module unpacks it
+mkdir nox
+for c in bash env find sort xargs sha256sum cut mkdir chmod mv cp cat dirname rm; do ln -s "$(command -v $c)" nox/$c; done
+ln -s "$(python3 -c 'import os, sys; print(os.path.realpath(sys.executable))')" nox/python3  # past any pyenv shim
+rm -rf out
+PATH=$t/nox bash scripts/carry.sh use out/pathbench >/dev/null 2>&1 && [[ $(out/pathbench) == *stand-in* ]] ||
+  { echo "FAIL: unpacking without xz"; fail=1; }
 touch kernels/new.cu
 expect 1 "an added source file"
 rm kernels/new.cu
-printf '#!/usr/bin/env bash\nexit 127\n' | gzip >.carry/pathbench.gz
+printf '#!/usr/bin/env bash\nexit 127\n' | xz >.carry/pathbench.xz
 expect 1 "a binary that does not run"
-echo "not gzip" >.carry/pathbench.gz
+echo "not xz" >.carry/pathbench.xz
 expect 1 "a file that does not unpack"
-rm .carry/pathbench.gz
+rm .carry/pathbench.xz
 expect 1 "no carried binary"
 # The stamp: the commit of the stamped sources, not of others, and a PB_COMMIT that disagrees refused.
 commit_rc() {  # WANT_RC WANT_OUT WHAT [PB_COMMIT]

@@ -63,7 +63,7 @@ rm -f args
   ((BASH_REMATCH[1] >= 15 && BASH_REMATCH[1] <= 25)) ||
   { echo "after waiting ~10 s, a 30 s drain should leave ~20: $got"; fail=1; }
 # a binary made from other sources is replaced by the carried one made from these
-mkdir .carry && gzip -c bin/pathbench >.carry/pathbench.gz && scripts/carry.sh digest >.carry/pathbench.digest
+mkdir .carry && xz -c bin/pathbench >.carry/pathbench.xz && scripts/carry.sh digest >.carry/pathbench.digest
 printf '#!/bin/sh\necho stale >stale_ran\n' >bin/pathbench && chmod +x bin/pathbench && echo other >bin/pathbench.digest
 out=$(PATHBENCH=bin/pathbench ONLY="pe=f" bash scripts/lease.sh call s 30 2>&1)
 [[ $out == *"built from other sources than these; replacing it"* && $out == *"using the carried binary"* &&
