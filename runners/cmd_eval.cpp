@@ -2,8 +2,10 @@
 // generalisation; any other change of the spec is refused). Prints one JSON line per split on
 // stdout and appends the rows to the run's eval.jsonl. --decode evaluates token by token with the
 // KV cache (runners/decoding.h; on the CPU engine unless --device cuda), its rows marked
-// "decode": true; --errors lists the sequences the (parallel) evaluation got wrong. It holds the
-// run's lock (runners/run_dir.h) while it reads the checkpoint and appends to eval.jsonl.
+// "decode": true; --errors lists the sequences the (parallel) evaluation got wrong: where and what
+// it answered, not the sequences themselves, which `pathbench gen --task TASK --split SPLIT --n
+// INDEX+1` regenerates (the evaluation's split is the generator's, sequence by sequence). It holds
+// the run's lock (runners/run_dir.h) while it reads the checkpoint and appends to eval.jsonl.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -23,9 +25,9 @@ namespace pb {
 
 namespace {
 
-// The sequences of `wrong` as CSV rows: split, example index, wrong and scored targets, then the
-// input, target and predicted tokens (the task's vocabulary names, space-separated) and the
-// positions of the wrong scored targets.
+// The sequences of `wrong` as CSV rows: split, example index, the task spec (canonical), the
+// counts of wrong and scored targets, the positions of the wrong ones and the tokens predicted
+// there (the task's vocabulary names, space-separated, in the same order).
 void add_error_rows(Csv& csv, const Task& task, const std::string& split, const std::vector<WrongSequence>& wrong) {
   const auto vocab = task.vocab();
   auto names = [&](const std::vector<int32_t>& ids) {
@@ -36,19 +38,21 @@ void add_error_rows(Csv& csv, const Task& task, const std::string& split, const 
     }
     return s;
   };
+  const std::string spec = task.spec().canonical();
   for (const auto& w : wrong) {
     std::string at;
-    int64_t n_wrong = 0, n_scored = 0;
+    std::vector<int32_t> answered;  // [wrong] the predictions at `at`
+    int64_t n_scored = 0;
     for (size_t t = 0; t < w.input.size(); ++t) {
       if (!w.scored[t]) continue;
       ++n_scored;
       if (w.pred[t] == w.target[t]) continue;
-      ++n_wrong;
       if (!at.empty()) at += ' ';
       at += std::to_string(t);
+      answered.push_back(w.pred[t]);
     }
-    csv.rows.push_back({split, std::to_string(w.index), std::to_string(n_wrong), std::to_string(n_scored),
-                        names(w.input), names(w.target), names(w.pred), at});
+    csv.rows.push_back({split, std::to_string(w.index), spec, std::to_string(answered.size()),
+                        std::to_string(n_scored), at, names(answered)});
   }
 }
 
@@ -70,8 +74,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--n", o->n, "examples per split (default: the run's --eval-n, or its --eval-sizes entry)");
   cmd->add_option("--device", o->device, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--errors", o->errors,
-                  "write the sequences with a wrong scored target to this CSV (split, index, wrong, scored, "
-                  "input, target, prediction, positions)")
+                  "write the sequences with a wrong scored target to this CSV (split, index, task, wrong, "
+                  "scored, positions, prediction: the wrong targets' positions and what was predicted there; "
+                  "`gen` regenerates the sequences)")
       ->type_name("FILE");
   cmd->add_flag("--decode", o->decode,
                 "decode token by token with a KV cache (CPU engine unless --device cuda; same results as the "
@@ -91,7 +96,7 @@ void add_eval_command(CLI::App& app) {
     std::vector<int> splits;
     if (!o->split.empty()) splits.push_back(task->split_index(o->split));
     for (int s = 1; o->split.empty() && s < int(task->splits().size()); ++s) splits.push_back(s);
-    Csv errors{{"split", "index", "wrong", "scored", "input", "target", "prediction", "positions"}, {}};
+    Csv errors{{"split", "index", "task", "wrong", "scored", "positions", "prediction"}, {}};
     std::unique_ptr<AtomicOutput> errors_out;  // opened first: a bad path is refused before evaluating
     if (!o->errors.empty()) errors_out = std::make_unique<AtomicOutput>(o->errors);
     with_engine(device, [&](auto engine) {

@@ -22,8 +22,8 @@
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
 # in holds the very code it was built from. Stripped and xz -9e, the binary is 5.6 MB instead of 26
-# (gzip -9: 8.4 MB): a device call carries at most 64 MiB, the tracked tree (60 MB of it, mostly
-# results/) and .deps/usr.tgz included. The GPU machine unpacks it with xz, or with Python's lzma
+# (gzip -9: 8.4 MB): a device call carries at most 64 MiB, the tracked tree (34 MB on 2026-12-06,
+# mostly results/) and .deps/usr.tgz included. The GPU machine unpacks it with xz, or with Python's lzma
 # module where xz is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "check.h"
@@ -83,28 +84,46 @@ TEST_CASE("train: run directory contents, determinism and eval of the checkpoint
   REQUIRE(run_pathbench("eval --run " + a + " --task flipflop:len=32 --split val_dense").code == 0);
   CHECK(read_file(a + "/eval.jsonl").find("\"len\":32") != std::string::npos);
 
-  // --errors lists exactly the sequences the evaluation counted wrong, with their wrong positions.
+  // --errors lists exactly the sequences the evaluation counted wrong: their wrong positions and
+  // what was predicted there, against the sequences `gen` regenerates from the row's task and split.
   const RunResult e = run_pathbench("eval --run " + a + " --split val --errors " + a + "/errors.csv");
   REQUIRE(e.code == 0);
   const auto row = nlohmann::json::parse(e.out);
   const Csv csv = read_csv(a + "/errors.csv");
   const int64_t n_seqs = row["n_seqs"], n_ok = std::llround(row["seq_acc"].get<double>() * double(n_seqs));
   REQUIRE(n_ok < n_seqs);  // the 40-step model makes mistakes to list
-  CHECK(int64_t(csv.rows.size()) == n_seqs - n_ok);
+  REQUIRE(int64_t(csv.rows.size()) == n_seqs - n_ok);
+  const std::string task = csv.rows[0][csv.column("task")];
+  CHECK(task == read_json(a + "/config.json")["task"].get<std::string>());
+  REQUIRE(run_pathbench("gen --task " + task + " --split val --n " + std::to_string(n_seqs) + " --format jsonl --out " +
+                        a + "/val.jsonl").code == 0);
+  const auto vocab = read_json(a + "/val.jsonl.meta.json")["vocab"];
+  std::vector<nlohmann::json> seqs;
+  {
+    std::istringstream lines(read_file(a + "/val.jsonl"));
+    for (std::string line; std::getline(lines, line);) seqs.push_back(nlohmann::json::parse(line));
+  }
+  const auto split_words = [](const std::string& s) {
+    std::vector<std::string> w;
+    for (size_t i = 0, j; i < s.size(); i = j + 1) w.push_back(s.substr(i, (j = std::min(s.find(' ', i), s.size())) - i));
+    return w;
+  };
   int64_t wrong_total = 0;
   for (const auto& r : csv.rows) {
-    const auto split_words = [](const std::string& s) {
-      std::vector<std::string> w;
-      for (size_t i = 0, j; i <= s.size(); i = j + 1) w.push_back(s.substr(i, (j = std::min(s.find(' ', i), s.size())) - i));
-      return w;
-    };
-    const auto target = split_words(r[csv.column("target")]), pred = split_words(r[csv.column("prediction")]);
-    REQUIRE(target.size() == 16);
-    REQUIRE(pred.size() == 16);
-    int64_t differ = 0;
-    for (const auto& t : split_words(r[csv.column("positions")])) differ += target[std::stoul(t)] != pred[std::stoul(t)];
-    CHECK(differ == std::stoll(r[csv.column("wrong")]));
-    wrong_total += differ;
+    CHECK(r[csv.column("task")] == task);
+    const auto& seq = seqs.at(std::stoul(r[csv.column("index")]));
+    const auto at = split_words(r[csv.column("positions")]), pred = split_words(r[csv.column("prediction")]);
+    REQUIRE(pred.size() == at.size());
+    CHECK(int64_t(at.size()) == std::stoll(r[csv.column("wrong")]));
+    int64_t scored = 0;
+    for (const auto& f : seq["scored"]) scored += f.get<int>();
+    CHECK(scored == std::stoll(r[csv.column("scored")]));
+    for (size_t i = 0; i < at.size(); ++i) {
+      const size_t t = std::stoul(at[i]);
+      CHECK(seq["scored"][t] == 1);
+      CHECK(vocab[seq["target"][t].get<size_t>()] != pred[i]);
+    }
+    wrong_total += int64_t(at.size());
   }
   CHECK(wrong_total == std::llround((1 - row["acc"].get<double>()) * row["n"].get<double>()));
 }

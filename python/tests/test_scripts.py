@@ -2,7 +2,8 @@
 including a run stopped by its stop_at rule at its last step, whose periodic value that met the
 rule is only in the `stop` column (the history keeps the final evaluation at that step). And
 scripts/slow_calls.py on a hand-made log in core/slow_call.h's format, scripts/metric_windows.py on
-hand-made run records, and scripts/mqrar_errors.py on a hand-made `eval --errors` CSV."""
+hand-made run records, and scripts/mqrar_errors.py on a hand-made `eval --errors` CSV, with hand-made sequences and
+with the ones `pathbench gen` regenerates."""
 import csv
 import gzip
 import io
@@ -159,54 +160,108 @@ class MetricWindows(unittest.TestCase):
 
 
 class MqrarErrors(unittest.TestCase):
-    # One MQRAR stream, N = 2: k0 is assigned v1, v2, v3, then k1 v4, then k0 v5, v6. The scored
-    # reads: position 4 (target v1), 8 (target v2), 10 (target v3).
+    # One MQRAR stream, N = 2, as `pathbench gen --format jsonl` writes it (token ids; names in the
+    # meta's vocab): k0 is assigned v1, v2, v3, then k1 v4, then k0 v5, v6. The scored reads:
+    # position 4 (target v1), 8 (target v2), 10 (target v3).
+    TASK = "mqrar:n_keys=2,n_values=9,len=12,n_back=2"
+    VOCAB = ["k0", "k1"] + [f"v{i}" for i in range(9)]
     INPUT = "k0 v1 k0 v2 k0 v3 k1 v4 k0 v5 k0 v6"
-    TARGET = "-1 -1 -1 -1 v1 -1 -1 -1 v2 -1 v3 -1"
+    TARGET = {4: "v1", 8: "v2", 10: "v3"}
 
-    @staticmethod
-    def prediction(answers):  # {position: token}, "-1" elsewhere
-        return " ".join(answers.get(t, "-1") for t in range(12))
+    def sequences(self, d, task=TASK, n=2):
+        path = os.path.join(d, "test.jsonl")
+        ids = [self.VOCAB.index(t) for t in self.INPUT.split()]
+        target = [self.VOCAB.index(self.TARGET[t]) if t in self.TARGET else -1 for t in range(12)]
+        with open(path, "w") as f:
+            for _ in range(n):
+                f.write(json.dumps({"input": ids, "target": target, "scored": [int(t >= 0) for t in target]}) + "\n")
+        with open(path + ".meta.json", "w") as f:
+            json.dump({"task": task, "split": "test", "n": n, "vocab": self.VOCAB,
+                       "task_meta": {"n_back": 2}}, f)
+        return path
 
-    def run_script(self, rows, *args, gz=False):
+    def run_script(self, rows, *args, gz=False, task=TASK, sequences=True):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "errors.csv" + (".gz" if gz else ""))
             with (gzip.open if gz else open)(path, "wt", newline="") as f:
                 w = csv.writer(f)
-                w.writerow(["split", "index", "wrong", "scored", "input", "target", "prediction", "positions"])
+                w.writerow(["split", "index", "task", "wrong", "scored", "positions", "prediction"])
                 w.writerows(rows)
+            more = ["--sequences", self.sequences(d, task)] if sequences else []
             script = os.path.join(REPO, "scripts", "mqrar_errors.py")
-            return subprocess.run([sys.executable, script, path, *args], capture_output=True, text=True)
+            return subprocess.run([sys.executable, script, path, *more, *args], capture_output=True, text=True)
 
-    def rows(self):
+    def rows(self, task=TASK):
         # Sequence 0: the key's value 1 back at 4, another key's value (v4) at 8, the key's value 3
-        # back at 10. Sequence 1: a value not in the context (v9) at 4, a key token at 10.
-        return [("test", 0, 3, 3, self.INPUT, self.TARGET, self.prediction({4: "v2", 8: "v4", 10: "v2"}), "4 8 10"),
-                ("test", 1, 2, 3, self.INPUT, self.TARGET, self.prediction({4: "v9", 8: "v2", 10: "k1"}), "4 10")]
+        # back at 10. Sequence 1: a value not in the context (v8) at 4, a key token at 10.
+        return [("test", 0, task, 3, 3, "4 8 10", "v2 v4 v2"), ("test", 1, task, 2, 3, "4 10", "v8 k1")]
 
     def test_each_kind_of_answer(self):
-        out = self.run_script(self.rows(), "--n-back", "2")
+        out = self.run_script(self.rows())
         self.assertEqual(out.returncode, 0, out.stderr)
         rows = [line for line in out.stdout.splitlines() if line.startswith("| ") and "---" not in line]
-        self.assertEqual(rows[1:], ["| the key's value 1 back | 1 | 20.0 |", "| the key's value 3 back | 1 | 20.0 |",
-                                    "| other key | 1 | 20.0 |", "| not in context | 1 | 20.0 |",
-                                    "| not a value | 1 | 20.0 |", "| all wrong reads | 5 | 100 |"])
+        self.assertEqual(rows, ["| answer (N = 2) | wrong reads | share % |",
+                                "| the key's value 1 back | 1 | 20.0 |", "| the key's value 3 back | 1 | 20.0 |",
+                                "| other key | 1 | 20.0 |", "| not in context | 1 | 20.0 |",
+                                "| not a value | 1 | 20.0 |", "| all wrong reads | 5 | 100 |"])
 
     def test_gzipped_csv_reads_the_same(self):
-        plain, gz = self.run_script(self.rows(), "--n-back", "2"), self.run_script(self.rows(), "--n-back", "2", gz=True)
+        plain, gz = self.run_script(self.rows()), self.run_script(self.rows(), gz=True)
         self.assertEqual(gz.returncode, 0, gz.stderr)
         self.assertIn("| all wrong reads | 5 | 100 |", gz.stdout)
         self.assertEqual(gz.stdout, plain.stdout)
 
     def test_split_selects_the_sequences(self):
-        out = self.run_script(self.rows(), "--n-back", "2", "--split", "val")
+        out = self.run_script(self.rows(), "--split", "val")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), "no wrong reads")
 
     def test_another_n_is_an_error(self):
         out = self.run_script(self.rows(), "--n-back", "3")
         self.assertEqual(out.returncode, 2)
-        self.assertIn("test sequence 0: position 4: the target v1 is not the key's value 3 back", out.stderr)
+        self.assertIn("--n-back 3, but the task", out.stderr)
+
+    def test_a_target_that_is_not_the_nth_value_back_is_an_error(self):
+        self.TARGET = {4: "v1", 8: "v1", 10: "v3"}  # position 8's value 2 back is v2
+        out = self.run_script(self.rows())
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("test sequence 0: position 8: the target v1 is not the key's value 2 back", out.stderr)
+
+    def test_a_right_answer_listed_as_wrong_is_an_error(self):
+        out = self.run_script([("test", 0, self.TASK, 1, 3, "8", "v2")])
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("position 8: the prediction v2 is the target", out.stderr)
+
+    def test_sequences_of_another_task_are_an_error(self):
+        out = self.run_script(self.rows(task=self.TASK.replace("len=12", "len=14")))
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("not the first 2 of mqrar:n_keys=2,n_values=9,len=14,n_back=2 test", out.stderr)
+
+    @unittest.skipUnless(os.environ.get("PATHBENCH"), "PATHBENCH (the binary) is not set")
+    def test_the_sequences_regenerated_by_pathbench_gen(self):
+        # Sequence 3 of a generated split: every scored read answered with the key's value 1 back
+        # (where it is not the target), found by the script in the regenerated stream.
+        task = "mqrar:n_keys=4,n_values=16,len=64,n_back=2"
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "g.jsonl")
+            subprocess.run([os.environ["PATHBENCH"], "gen", "--task", task, "--split", "test", "--n", "4",
+                            "--format", "jsonl", "--out", path], check=True, capture_output=True)
+            with open(path + ".meta.json") as f:
+                meta = json.load(f)
+            with open(path) as f:
+                seq = [json.loads(line) for line in f][3]
+        tokens = [meta["vocab"][i] for i in seq["input"]]
+        at, preds = [], []
+        for t, target in enumerate(seq["target"]):
+            latest = next(tokens[i + 1] for i in range(t - 2, -1, -2) if tokens[i] == tokens[t]) if target >= 0 else None
+            if target >= 0 and latest != meta["vocab"][target]:
+                at.append(str(t))
+                preds.append(latest)
+        self.assertGreater(len(at), 3)
+        out = self.run_script([("test", 3, meta["task"], len(at), sum(seq["scored"]), " ".join(at), " ".join(preds))],
+                              task=meta["task"], sequences=False)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn(f"| the key's value 1 back | {len(at)} | 100.0 |", out.stdout)
 
     def test_another_csv_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:
@@ -214,7 +269,7 @@ class MqrarErrors(unittest.TestCase):
             with open(path, "w") as f:
                 f.write("run_id,pe\na,rope\n")
             script = os.path.join(REPO, "scripts", "mqrar_errors.py")
-            out = subprocess.run([sys.executable, script, path, "--n-back", "2"], capture_output=True, text=True)
+            out = subprocess.run([sys.executable, script, path], capture_output=True, text=True)
         self.assertEqual(out.returncode, 2)
         self.assertIn("is not an errors CSV", out.stderr)
 
