@@ -65,7 +65,6 @@ case ${1:-} in
     [[ $(digest) == "$before" ]] || { echo "carry.sh: the sources changed during the build; run it again" >&2; exit 1; }
     mkdir -p .carry
     rm -f .carry/pathbench.digest  # no moment where an old digest vouches for the new binary
-    rm -f .carry/pathbench.gz  # a gzipped binary left in .carry would travel with it
     strip -o build-carry/pathbench.stripped build-carry/pathbench
     xz -9e -c build-carry/pathbench.stripped >.carry/pathbench.xz.tmp && mv .carry/pathbench.xz.tmp .carry/pathbench.xz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
