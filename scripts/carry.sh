@@ -70,6 +70,10 @@ case ${1:-} in
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     stamp "$before"
     echo "carry.sh: .carry/pathbench.xz ($(du -h .carry/pathbench.xz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
+    # What a call would send: the tracked files, the untracked ones git does not ignore, .carry and .deps/usr.tgz.
+    sent=$( (git ls-files -z; git ls-files -z --others --exclude-standard; printf '%s\0' .carry/* .deps/usr.tgz) |
+      xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+    echo "carry.sh: a call carrying both sends $((sent / 1048576)) MiB of the 64 it may"
     ;;
   use)
     dest=${2:?usage: scripts/carry.sh use DEST}
