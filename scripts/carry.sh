@@ -37,9 +37,9 @@ clean() {
   git diff --quiet HEAD -- "${sources[@]}" && [[ -z $(git ls-files --others --exclude-standard -- "${sources[@]}") ]] ||
     { echo "carry.sh: the sources differ from HEAD (commit them first: the binary records its commit)" >&2; exit 2; }
 }
-stamp() {  # .carry/sources: "DIGEST COMMIT" of HEAD's sources
+stamp() {  # DIGEST [COMMIT]: .carry/sources, "DIGEST COMMIT" (default HEAD's) of the sources
   mkdir -p .carry
-  echo "$1 $(git rev-parse --short=12 HEAD)" >.carry/sources.tmp && mv .carry/sources.tmp .carry/sources
+  echo "$1 ${2:-$(git rev-parse --short=12 HEAD)}" >.carry/sources.tmp && mv .carry/sources.tmp .carry/sources
 }
 case ${1:-} in
   digest) digest ;;
@@ -68,7 +68,7 @@ case ${1:-} in
     strip -o build-carry/pathbench.stripped build-carry/pathbench
     xz -9e -c build-carry/pathbench.stripped >.carry/pathbench.xz.tmp && mv .carry/pathbench.xz.tmp .carry/pathbench.xz
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
-    stamp "$before"
+    stamp "$before" "$PB_COMMIT"  # the commit the build began at: HEAD may have moved since
     echo "carry.sh: .carry/pathbench.xz ($(du -h .carry/pathbench.xz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
     # What a call would send: the tracked files, the untracked ones git does not ignore, .carry and .deps/usr.tgz.
     sent=$( (git ls-files -z; git ls-files -z --others --exclude-standard; printf '%s\0' .carry/* .deps/usr.tgz) |
