@@ -51,7 +51,10 @@
 # shape N at a time (sweep --stack N, docs/sweeps.md); OVERWRITE=1 passes --overwrite (as TEST=1,
 # any value but empty or 0), which a
 # sweep file whose grid grew since its runs started needs once; ONLY='KEY=V,V KEY=V' runs only
-# the runs with those values (sweep --only, one word each: chosen cells first). The log is
+# the runs with those values (sweep --only, one word each: chosen cells first). ERRORS=N (call):
+# after the sweep, `eval --errors` on N sequences of split ERRORS_SPLIT (default test) of every
+# finished run whose checkpoint is on this machine and whose results/SWEEP/errors/ID-errors.csv.gz
+# is not in the tree, into that file (gzipped), the new files also into $OUT/errors.tar. The log is
 # runs/SWEEP.log; a sweep that stops within 5 s with an error makes `start` fail with the error's
 # line.
 set -euo pipefail
@@ -126,6 +129,30 @@ pack() {
   rm -r "$lists"
   gzip -c "$r".tar.tmp >"$r".tgz.tmp && rm "$r".tar.tmp
   mv "$r".tgz.tmp "$r".tgz
+}
+# What the finished runs got wrong (ERRORS=N above): checkpoints do not travel, so only on the
+# machine that trained them. eval runs on a copy, since it appends to the run's eval.jsonl.
+errors() {
+  local n=$1 split=${ERRORS_SPLIT:-test} d id tmp made=() rc=0
+  mkdir -p results/"$s"/errors
+  for d in runs/"$s"/*/; do
+    id=$(basename "$d")
+    [[ -f $d/result.json && -f $d/model.safetensors && ! -f results/$s/errors/$id-errors.csv.gz ]] || continue
+    tmp=$(mktemp -d)
+    cp -r "$d" "$tmp/$id"
+    if "$PB" eval --run "$tmp/$id" --split "$split" --n "$n" --errors "$tmp/errors.csv" >/dev/null &&
+       gzip -9n -c "$tmp/errors.csv" >results/"$s"/errors/"$id"-errors.csv.gz.tmp; then
+      mv results/"$s"/errors/"$id"-errors.csv.gz.tmp results/"$s"/errors/"$id"-errors.csv.gz
+      made+=("$id-errors.csv.gz")
+    else
+      echo "lease.sh: eval --errors failed on run $id" >&2
+      rc=1
+    fi
+    rm -rf "$tmp"
+  done
+  echo "errors: ${#made[@]} runs' wrong reads ($n $split sequences each) in results/$s/errors/"
+  [[ -z ${OUT:-} || ${#made[@]} == 0 ]] || tar -C results/"$s"/errors -cf "$OUT"/errors.tar "${made[@]}" || rc=$?
+  return $rc
 }
 # The records packed, and the CSVs of results/SWEEP (history.csv committed gzipped) from them.
 publish() {  # fails when any step does, after trying every one (set -e is off where it is tested)
@@ -223,6 +250,7 @@ case $cmd in
     wait_sweep
     "$0" status "$s" || rc=$?
     publish || rc=$?  # the records come back even when collect refuses a run (docs/guarantees.md)
+    [[ ${ERRORS:-0} == 0 ]] || errors "$ERRORS" || rc=$?
     [[ -z ${OUT:-} ]] || cp results/"$s"/records.tgz "$log" "$OUT"/
     exit $rc
     ;;

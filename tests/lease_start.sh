@@ -3,7 +3,8 @@
 # to a stand-in pathbench that records its arguments; and `call` on a machine where a sweep is still
 # running (left by the last call) waits for it and then starts its own when its ONLY differs, with
 # what is left of its drain, and starts nothing when it is the same (in any word order); and `call` replaces a binary
-# that an earlier call made from other sources (its .digest) by the carried one.
+# that an earlier call made from other sources (its .digest) by the carried one; and ERRORS=N makes
+# `call` write the wrong reads of every run finished on this machine that has none in the tree.
 # Usage: tests/lease_start.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
 src=$PWD
@@ -18,6 +19,11 @@ cat >bin/pathbench <<'PB'
 #!/usr/bin/env bash
 [[ $1 == --version ]] && { echo "pathbench stub"; exit 0; }
 [[ $1 == collect || " $* " == *" --dry-run "* ]] && exit 0
+if [[ $1 == eval ]]; then  # records its options but --run's copy, and writes the CSV --errors names
+  echo "eval ${*:4}" >>evals
+  echo "wrong reads of $3" >"${@: -1}"
+  exit 0
+fi
 mkdir -p runs/s
 echo "$*" >args.tmp && mv args.tmp args
 sleep "$(cat sleep_s 2>/dev/null || echo 0)"  # a sweep that runs this long
@@ -70,5 +76,15 @@ out=$(PATHBENCH=bin/pathbench ONLY="pe=f" bash scripts/lease.sh call s 30 2>&1)
   ! -f stale_ran && $(cat bin/pathbench.digest) == "$(scripts/carry.sh digest)" ]] ||
   { echo "the stale binary was not replaced: $out"; fail=1; }
 check "sweep sweeps/s.toml --pack auto --only pe=f"
-((fail == 0)) && echo "start passes PACK, the drain and ONLY; call waits for a sweep of another selection, then starts its own with the drain left; call replaces a stale binary"
+# ERRORS=N: eval --errors on every finished run with a checkpoint here and no errors file in the
+# tree (a: made; b: its file is there; c: no checkpoint; d: not finished), the new files in $OUT
+for r in a b c d; do mkdir -p runs/s/$r && touch runs/s/$r/model.safetensors runs/s/$r/result.json; done
+rm runs/s/c/model.safetensors runs/s/d/result.json
+mkdir -p results/s/errors out && echo kept >results/s/errors/b-errors.csv.gz
+OUT=$PWD/out ERRORS=8 PATHBENCH=bin/pathbench ONLY="pe=f" bash scripts/lease.sh call s 30 >/dev/null 2>&1 || true
+[[ $(cat evals 2>/dev/null) == "eval --split test --n 8 --errors "*/errors.csv && $(tar tf out/errors.tar) == a-errors.csv.gz &&
+  $(gzip -dc results/s/errors/a-errors.csv.gz) == "wrong reads of "*/a && $(cat results/s/errors/b-errors.csv.gz) == kept &&
+  ! -e results/s/errors/c-errors.csv.gz && ! -e results/s/errors/d-errors.csv.gz ]] ||
+  { echo "ERRORS=8: eval calls '$(cat evals 2>/dev/null)', errors.tar: $(tar tf out/errors.tar 2>&1)"; fail=1; }
+((fail == 0)) && echo "start passes PACK, the drain and ONLY; call waits for a sweep of another selection, then starts its own with the drain left; call replaces a stale binary; ERRORS=N evaluates the finished runs' errors once"
 exit $fail
