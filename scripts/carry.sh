@@ -23,13 +23,13 @@
 # models/, runners/, tasks/), by path and content, so a binary is used only where the tree it lands
 # in holds the very code it was built from. Stripped and xz -9e, the binary is 5.6 MB instead of 26
 # (gzip -9: 8.4 MB): a device call carries at most 64 MiB, the tracked tree (34 MB on 2026-12-06,
-# mostly results/) and .deps/usr.tgz included. The GPU machine unpacks it with xz, or with Python's lzma
-# module where xz is missing.
+# mostly results/) and .deps/usr.tgz included. The GPU machine unpacks it with xz, or with
+# Python's lzma module where xz is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sources=(CMakeLists.txt cmake core kernels models runners tasks)
 digest() { find "${sources[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32; }
-unxz() {  # FILE: its xz-decompressed bytes on stdout
+xz_cat() {  # FILE: its xz-decompressed bytes on stdout (not xz-utils' unxz, which unpacks in place)
   if command -v xz >/dev/null; then xz -dc "$1"
   else python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi
 }
@@ -70,7 +70,8 @@ case ${1:-} in
     echo "$before" >.carry/pathbench.digest.tmp && mv .carry/pathbench.digest.tmp .carry/pathbench.digest
     stamp "$before" "$PB_COMMIT"  # the commit the build began at: HEAD may have moved since
     echo "carry.sh: .carry/pathbench.xz ($(du -h .carry/pathbench.xz | cut -f1), $(build-carry/pathbench --version | head -1)); carry \".carry\" with the call (and \".deps/usr.tgz\" where a build may be needed)"
-    # What a call would send: the tracked files, the untracked ones git does not ignore, .carry and .deps/usr.tgz.
+    # What a call would send: the tracked files, the untracked ones git does not ignore, .carry
+    # and .deps/usr.tgz.
     sent=$( (git ls-files -z; git ls-files -z --others --exclude-standard; printf '%s\0' .carry/* .deps/usr.tgz) |
       xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
     echo "carry.sh: a call carrying both sends $((sent / 1048576)) MiB of the 64 it may"
@@ -81,7 +82,7 @@ case ${1:-} in
     [[ $(digest) == "$(cat .carry/pathbench.digest)" ]] ||
       { echo "carry.sh: the carried binary was built from other sources; not used" >&2; exit 1; }
     mkdir -p "$(dirname "$dest")"
-    unxz .carry/pathbench.xz >"$dest.tmp" && chmod +x "$dest.tmp" ||
+    xz_cat .carry/pathbench.xz >"$dest.tmp" && chmod +x "$dest.tmp" ||
       { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not unpack" >&2; exit 1; }
     version=$("$dest.tmp" --version 2>&1) ||
       { rm -f "$dest.tmp"; echo "carry.sh: the carried binary does not run here: ${version%%$'\n'*}" >&2; exit 1; }

@@ -111,11 +111,13 @@ def main():
     if any(c not in columns for c in COLUMNS):
         fail(f"{a.errors} is not an errors CSV of `pathbench eval --errors` (columns {', '.join(COLUMNS)})")
     rows = [r for r in rows if not a.split or r["split"] == a.split]
-    if len({r["task"] for r in rows}) > 1:
+    tasks = {r["task"] for r in rows}
+    if len(tasks) > 1:
         fail(f"{a.errors} holds the errors of several tasks; one `eval --errors` writes one")
+    task = tasks.pop() if tasks else None
     counts, n_back = Counter(), None
     with tempfile.TemporaryDirectory() as tmp:
-        for task, split in sorted({(r["task"], r["split"]) for r in rows}):
+        for split in sorted({r["split"] for r in rows}):
             mine = [r for r in rows if r["split"] == split]
             try:
                 n = max(int(r["index"]) for r in mine) + 1

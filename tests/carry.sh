@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/carry.sh use takes a carried binary only where the sources match the ones it was built
 # from and it runs: a stand-in binary in a temporary copy of the tree, used, refused after a
-# source file changes, refused when it does not run, and refused when a source file is added; unpacked without xz (Python's lzma);
+# source file changes, refused when it does not run, and refused when a source file is added;
+# unpacked without xz on the PATH (Python's lzma);
 # and the commit stamp, printed only for the stamped sources and against a disagreeing PB_COMMIT.
 # Usage: tests/carry.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
