@@ -145,6 +145,7 @@ errors() {
       mv results/"$s"/errors/"$id"-errors.csv.gz.tmp results/"$s"/errors/"$id"-errors.csv.gz
       made+=("$id-errors.csv.gz")
     else
+      rm -f results/"$s"/errors/"$id"-errors.csv.gz.tmp
       echo "lease.sh: eval --errors failed on run $id" >&2
       rc=1
     fi
