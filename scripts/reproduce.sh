@@ -8,8 +8,8 @@
 #   scripts/reproduce.sh a5           the same for paper-a5 (in progress: runs what is missing;
 #                                     DRAIN_AFTER=S stops starting runs after S seconds); its
 #                                     tables mark the cells whose runs are pending
-#   scripts/reproduce.sh a5-controls-cpu  the same for paper-a5-controls-cpu, on a CPU (A4×Z5 and
-#                                     Z60: hours on two cores)
+#   scripts/reproduce.sh a5-controls-cpu  the same for paper-a5-controls-cpu, on a CPU (A4×Z5, Z60
+#                                     and S5 at length 8: days on two cores)
 #   scripts/reproduce.sh mqrar        the same for paper-mqrar (MQRAR-N; GPU-hours: see its header
 #                                     and paper-mqrar-pilot.toml)
 #   scripts/reproduce.sh mqrar-distance  the same for diag-mqrar-distance (MQRAR-2 accuracy by recall
@@ -249,7 +249,7 @@ budget_tables() {
   "$PB" plot $d/history.csv --figure curves --split val --metric seq_acc -o $d/curves-val.svg
 }
 
-# The solvable controls of paper-a5 on a CPU (A4×Z5 and Z60 at length 8, lr 1e-3): the smallest depth
+# The controls of paper-a5 on a CPU (A4×Z5, Z60 and S5 at length 8, lr 1e-3): the smallest depth
 # with test seq_acc ≥ 90 % per encoding and group, each seed's, the accuracy at every depth, how fast
 # each run learned; and A5 at the same length and rate (paper-a5) beside them.
 controls_tables() {
