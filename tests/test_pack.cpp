@@ -403,6 +403,40 @@ TEST_CASE("a slow runtime call is reported with its run and note, a fast one is 
   CHECK(std::count(text.begin(), text.end(), '\n') == 1);
 }
 
+TEST_CASE("a call still open past PB_STALL_TRACE_S has its thread's stack written, once", "[pack]") {
+  REQUIRE(pb::stall_trace_s() == 60.0);  // PB_STALL_TRACE_S unset in the test environment
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  pb::stall_trace_s() = 0.2;
+  std::thread stalled([out] {
+    pb::set_slow_call_run("stalled1");
+    {
+      const pb::SlowCall fast("a short call", nullptr, out);
+    }
+    const pb::SlowCall slow("a stalled call", nullptr, out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // sleep_for resumes after the signal
+  });
+  stalled.join();
+  pb::stall_trace_s() = 60.0;
+  std::rewind(out);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), out)) > 0;) text.append(buf, n);
+  std::fclose(out);
+  CHECK_THAT(text, !Contains("a short call"));
+  const size_t head = text.find("pathbench: stalled call: a stalled call open for ");
+  REQUIRE(head != std::string::npos);
+  CHECK(text.find("pathbench: stalled call:", head + 1) == std::string::npos);  // once, though open 1.3 s longer
+  CHECK_THAT(text, Contains(", run stalled1; the stack of its thread follows\n"));
+  const size_t slow = text.find("pathbench: slow call: a stalled call took ");
+  REQUIRE(slow != std::string::npos);
+  // backtrace_symbols_fd's lines, between the two: "BINARY(SYMBOL+OFFSET) [ADDRESS]", this test's
+  // binary among them
+  const std::string stack = text.substr(head, slow - head);
+  CHECK(std::count(stack.begin(), stack.end(), '\n') >= 4);
+  CHECK_THAT(stack, Contains("test_pack("));
+}
+
 // Four threads take the mutex shared for 2 ms at a time, back to back, so some thread always holds
 // it; a fifth takes it alone. How long the fifth waits, and whether readers shared it and never
 // held it beside the writer.

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -299,6 +300,24 @@ class SlowCalls(unittest.TestCase):
                                      "| cudaGraphInstantiate | 1 | 4.0 | 4.00 |"])
         self.assertIn("| nothing; captures in flight | 2 |", rows)
         self.assertIn("| cudaMallocAsync; no capture | 1 |", rows)
+
+    def test_stalled_calls_with_their_stacks(self):
+        stalled = (SLOW_LOG
+                   + "pathbench: stalled call: launching a run's first step open for 60.0 s, run ab12; the stack"
+                     " of its thread follows\n"
+                   + "build/pathbench(_ZN2pb12run_trainingERKNS_11TrainConfigE+0x4c)[0x55883a26f195]\n"
+                   + "/lib/x86_64-linux-gnu/libc.so.6(nanosleep+0x13)[0x7f94282f1e53]\n"
+                   + "sweep x: 4/24 done\n"
+                   + "build/pathbench(+0x4c195)[0x55883a26f195]\n")  # after another line: not a frame of it
+        out = self.run_script(stalled)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("### stalled: launching a run's first step open for 60.0 s, run ab12", out.stdout)
+        block = out.stdout.split("### stalled:")[1].split("```")[1].strip().splitlines()
+        self.assertEqual(len(block), 2)
+        self.assertIn("nanosleep+0x13", block[1])
+        if shutil.which("c++filt"):
+            self.assertIn("pb::run_training(pb::TrainConfig const&)", block[0])
+        self.assertIn("| waiting for the capture fence | 3 | 4.7 | 2.50 |", out.stdout)  # the table still counts
 
     def test_a_log_without_slow_calls(self):
         out = self.run_script("sweep x: 24 of 24 runs done, 0 failed\n")
