@@ -201,9 +201,10 @@ void run_table(TableOptions o) {
                                        "at D ended at its step budget, so budget-limited; cap at d: a run at the depth "
                                        "below, d, ended at its step budget short of it, so a smaller depth is not ruled "
                                        "out; ≥ d (k of n seeds): runs pending at d could still reach it, undecided (a "
-                                       "depth that the seeds present rule out, the pending ones counted at 1, is not "
+                                       "depth that the seeds present rule out, the pending ones counted at 1{}, is not "
                                        "reached); blank: no runs)",
-                                       who, caption, o.min_layers);
+                                       who, caption, o.min_layers,
+                                       o.best_over.empty() ? "" : ", under every " + o.best_over);
     if (fill.filled)
       caption += fmt::format("; deeper depths not run because their configuration (seed, {}) reached it (the "
                              "depth search): {}, counted with the values of the depth that reached it",

@@ -60,8 +60,10 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    double threshold, const ChoiceRows* choice) {
   const Cells cells = aggregate(csv, rows, {row_col, col_col, "layers"}, metric, "", false);
   const size_t of = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
-  // With a choice: per (row, column, depth), the seeds that have a value for every chosen-among value.
+  // With a choice: per (row, column, depth), the seeds that have a value for every chosen-among value,
+  // and each chosen-among value's seeds and their metric.
   std::map<Key, size_t> complete;
+  std::map<Key, std::map<std::string, std::vector<double>>> by_value;  // (row, column, depth) -> value -> metrics
   if (choice && csv.has("seed")) {
     const size_t rc = csv.column(row_col), cc = csv.column(col_col), lc = csv.column("layers");
     const size_t sc = csv.column("seed"), kc = csv.column(choice->key), mc = csv.column(metric);
@@ -72,7 +74,10 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
       if (row[mc].empty()) continue;
       values[{row[rc], row[cc]}].insert(row[kc]);
       present[{row[rc], row[cc], row[lc]}][row[sc]].insert(row[kc]);
+      by_value[{row[rc], row[cc], row[lc]}][row[kc]].push_back(number(row[mc], metric));
     }
+    for (auto& [key, values_there] : by_value)  // a value no seed has run there yet: every seed pending
+      for (const auto& v : values[{key[0], key[1]}]) values_there.try_emplace(v);
     for (const auto& [key, seeds] : present)
       for (const auto& [seed, have] : seeds) complete[key] += have.size() == values[{key[0], key[1]}].size();
   }
@@ -99,12 +104,27 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
     const size_t n = choice ? std::min(st.n, complete[key]) : st.n;
     const bool all_in = n >= of;
     // With seeds pending, the depth is ruled out when even their best (metric 1) cannot meet the
-    // rule: the mean of the n present and of - n at 1 stays below it, or (all) a present seed is.
-    // Only when the present values are settled (every chosen-among value has run for each seed).
-    const bool settled = n == st.n;
-    const bool out_of_reach = settled && (by == "mean" ? st.mean * double(n) + double(of - n) < threshold * double(of)
-                                        : by == "all" ? st.min < threshold
-                                                      : false);
+    // rule: the mean of the seeds present and of the rest at 1 stays below it, or (all) a present
+    // seed is. With a choice, whichever value it ends on: for every chosen-among value, its seeds'
+    // metric at this depth, the seeds missing there at 1.
+    auto short_of = [&](const std::vector<double>& present) {
+      double sum = double(of - std::min(of, present.size()));
+      for (double x : present) sum += x;
+      return by == "mean" ? sum < threshold * double(of)
+             : by == "all" ? std::any_of(present.begin(), present.end(), [&](double x) { return x < threshold; })
+                           : false;
+    };
+    bool out_of_reach;
+    if (!choice) {
+      out_of_reach = by == "mean" ? st.mean * double(n) + double(of - n) < threshold * double(of)
+                     : by == "all" ? st.min < threshold
+                                   : false;
+    } else {
+      const auto values_there = by_value.find(key);
+      out_of_reach = values_there != by_value.end() &&
+                     std::all_of(values_there->second.begin(), values_there->second.end(),
+                                 [&](const auto& value) { return short_of(value.second); });
+    }
     d = {v >= threshold && (all_in || by == "any") ? MinDepth::Kind::passed
          : all_in || out_of_reach                  ? MinDepth::Kind::none
                                                    : MinDepth::Kind::undecided,

@@ -8,8 +8,9 @@
 //   table has a value there, for every --best-over value, or when the seeds present rule it out
 //   whatever the pending ones reach (the metric is an accuracy, at most 1: under "mean", the
 //   present seeds' sum plus 1 per pending seed stays below threshold × seeds; under "all", a
-//   present seed is below the threshold); the first depth that is neither ends the walk,
-//   undecided (under "any", a seed there that passes decides it).
+//   present seed is below the threshold), and with --best-over under every value chosen among,
+//   since the pending runs could turn the choice to any; the first depth that is neither ends the
+//   walk, undecided (under "any", a seed there that passes decides it).
 #pragma once
 #include <map>
 #include <string>
@@ -53,8 +54,8 @@ struct ChoiceRows {
 // Per (row value, column value) of `rows` (one row per seed and depth, --best-over already chosen):
 // the smallest `layers` whose mean (by "mean"), best ("any") or worst ("all") `metric` over seeds
 // reaches `threshold`. With `choice`, a seed counts at a depth only when every value of
-// choice->key in its cell has a row there: a pending run of a value not chosen could change the
-// choice. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
+// choice->key in its cell has a row there, and seeds pending rule a depth out only under every
+// value (choice->candidates' metric): a pending run of a value not chosen could change the choice. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
 std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
                                                                    const std::string& row_col,
                                                                    const std::string& col_col,

@@ -233,6 +233,37 @@ TEST_CASE("table --min-layers --best-over: a depth decides only when every value
   CHECK_THAT(pb::read_file(svg), Contains("<title>path, length 8: 2 (n=2)</title>"));
 }
 
+TEST_CASE("table --min-layers --best-over: seeds pending rule a depth out only under every value chosen among", "[sweep]") {
+  const pb::test::TempDir tmp("min_layers_choice_bound");
+  const std::string csv = tmp.file("evals.csv");
+  // (layers, seed, lr, val, test) of three seeds; every run at 1 layer has run, at 0.1.
+  auto write = [&](const std::vector<std::vector<std::string>>& at2) {
+    pb::Csv c;
+    c.header = {"pe", "task_len", "layers", "seed", "lr", "split", "seq_acc"};
+    std::vector<std::vector<std::string>> runs = at2;
+    for (const char* seed : {"0", "1", "2"})
+      for (const char* lr : {"0.001", "0.0003"}) runs.push_back({"1", seed, lr, "0.1", "0.1"});
+    for (const auto& r : runs) {
+      c.rows.push_back({"path", "16", r[0], r[1], r[2], "val", r[3]});
+      c.rows.push_back({"path", "16", r[0], r[1], r[2], "test", r[4]});
+    }
+    pb::write_file_atomic(csv, pb::write_csv(c));
+  };
+  // Two layers: seeds 0 and 1 at 0.001, seed 0 alone at 0.0003. Whichever lr val ends on, the
+  // seeds there and the pending ones at 1 stay below 0.9 × 3 (0.2 + 0.3 + 1; 0.1 + 1 + 1): ruled out.
+  write({{"2", "0", "0.001", "0.2", "0.2"}, {"2", "1", "0.001", "0.3", "0.3"}, {"2", "0", "0.0003", "0.1", "0.1"}});
+  const std::string ruled_out = table(csv, " --best-over lr");
+  CHECK_THAT(ruled_out, Contains("| path | > 2 (1 of 3 seeds) |") && Contains("counted at 1, under every lr, is not"));
+  // With 0.8 for seed 0 at 0.0003, the pending runs at 0.0003 could still bring it there (2.8).
+  write({{"2", "0", "0.001", "0.2", "0.2"}, {"2", "1", "0.001", "0.3", "0.3"}, {"2", "0", "0.0003", "0.8", "0.8"}});
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | ≥ 2 (1 of 3 seeds) |"));
+  // Seeds 0 and 1 at both lrs: val chooses 0.001 (test 0.5 each), under which seed 2 at 1 stays
+  // short (2.0); but seed 2's val could turn the choice to 0.0003 (test 0.9 each: 2.8): undecided.
+  write({{"2", "0", "0.001", "0.95", "0.5"}, {"2", "1", "0.001", "0.95", "0.5"},
+         {"2", "0", "0.0003", "0.5", "0.9"}, {"2", "1", "0.0003", "0.5", "0.9"}});
+  CHECK_THAT(table(csv, " --best-over lr"), Contains("| path | ≥ 2 (2 of 3 seeds) |"));
+}
+
 TEST_CASE("table --min-layers: a configuration counts as skipped deeper by what the depth search read (val)", "[sweep]") {
   const pb::test::TempDir tmp("min_layers_search");
   const std::string csv = tmp.file("evals.csv");
