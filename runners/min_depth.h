@@ -55,7 +55,8 @@ struct ChoiceRows {
 // the smallest `layers` whose mean (by "mean"), best ("any") or worst ("all") `metric` over seeds
 // reaches `threshold`. With `choice`, a seed counts at a depth only when every value of
 // choice->key in its cell has a row there, and seeds pending rule a depth out only under every
-// value (choice->candidates' metric): a pending run of a value not chosen could change the choice. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
+// value (choice->candidates' metric): a pending run of a value not chosen could change the
+// choice. `cap` and `cap_below` read collect's `stop` column when the CSV has one.
 std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& csv, const std::vector<size_t>& rows,
                                                                    const std::string& row_col,
                                                                    const std::string& col_col,
