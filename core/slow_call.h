@@ -18,17 +18,20 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
 
 namespace pb {
 
+inline double env_seconds(const char* name, double fallback) {  // a number of seconds from the environment
+  const char* v = std::getenv(name);
+  return v && *v ? std::atof(v) : fallback;
+}
+
 inline double slow_call_threshold_s() {
-  static const double t = [] {
-    const char* v = std::getenv("PB_SLOW_CALL_S");
-    return v && *v ? std::atof(v) : 1.0;
-  }();
+  static const double t = env_seconds("PB_SLOW_CALL_S", 1.0);
   return t;
 }
 
@@ -54,10 +57,7 @@ inline void set_slow_call_run(const std::string& run) {
 
 // Seconds a call may stay open before its stack is written (PB_STALL_TRACE_S); settable by tests.
 inline std::atomic<double>& stall_trace_s() {
-  static std::atomic<double> t{[] {
-    const char* v = std::getenv("PB_STALL_TRACE_S");
-    return v && *v ? std::atof(v) : 60.0;
-  }()};
+  static std::atomic<double> t{env_seconds("PB_STALL_TRACE_S", 60.0)};
   return t;
 }
 
@@ -135,7 +135,7 @@ inline int add(const char* what, double t0, std::FILE* out) {  // the call's slo
   if (stall_trace_s() <= 0 || !start()) return -1;
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
-  for (int i = 0; i < 256; ++i) {
+  for (int i = 0; i < int(std::size(r.open)); ++i) {
     Open& o = r.open[i];
     if (o.used) continue;
     o = Open{true, false, pthread_self(), what, {}, t0, fileno(out)};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -60,10 +61,15 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
                                                                    double threshold, const ChoiceRows* choice) {
   const Cells cells = aggregate(csv, rows, {row_col, col_col, "layers"}, metric, "", false);
   const size_t of = csv.has("seed") ? distinct(csv, rows, "seed").size() : 0;
+  // The seeds present at a depth: their metric's sum, its least value, how many.
+  struct Present {
+    double sum = 0, min = std::numeric_limits<double>::infinity();
+    size_t n = 0;
+  };
   // With a choice: per (row, column, depth), the seeds that have a value for every chosen-among value,
-  // and each chosen-among value's seeds and their metric.
+  // and each chosen-among value's seeds present there.
   std::map<Key, size_t> complete;
-  std::map<Key, std::map<std::string, std::vector<double>>> by_value;  // (row, column, depth) -> value -> metrics
+  std::map<Key, std::map<std::string, Present>> by_value;  // (row, column, depth) -> value -> its seeds
   if (choice && csv.has("seed")) {
     const size_t rc = csv.column(row_col), cc = csv.column(col_col), lc = csv.column("layers");
     const size_t sc = csv.column("seed"), kc = csv.column(choice->key), mc = csv.column(metric);
@@ -74,7 +80,9 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
       if (row[mc].empty()) continue;
       values[{row[rc], row[cc]}].insert(row[kc]);
       present[{row[rc], row[cc], row[lc]}][row[sc]].insert(row[kc]);
-      by_value[{row[rc], row[cc], row[lc]}][row[kc]].push_back(number(row[mc], metric));
+      Present& p = by_value[{row[rc], row[cc], row[lc]}][row[kc]];
+      const double x = number(row[mc], metric);
+      p = {p.sum + x, std::min(p.min, x), p.n + 1};
     }
     for (auto& [key, values_there] : by_value)  // a value no seed has run there yet: every seed pending
       for (const auto& v : values[{key[0], key[1]}]) values_there.try_emplace(v);
@@ -105,26 +113,19 @@ std::map<std::pair<std::string, std::string>, MinDepth> min_depths(const Csv& cs
     const bool all_in = n >= of;
     // With seeds pending, the depth is ruled out when even their best (metric 1) cannot meet the
     // rule: the mean of the seeds present and of the rest at 1 stays below it, or (all) a present
-    // seed is. With a choice, whichever value it ends on: for every chosen-among value, its seeds'
-    // metric at this depth, the seeds missing there at 1.
-    auto short_of = [&](const std::vector<double>& present) {
-      double sum = double(of - std::min(of, present.size()));
-      for (double x : present) sum += x;
-      return by == "mean" ? sum < threshold * double(of)
-             : by == "all" ? std::any_of(present.begin(), present.end(), [&](double x) { return x < threshold; })
+    // seed is. With a choice, whichever value it ends on: under every chosen-among value, its seeds
+    // present at this depth and the rest at 1.
+    auto short_of = [&](const Present& p) {
+      return by == "mean" ? p.sum + double(of - std::min(of, p.n)) < threshold * double(of)
+             : by == "all" ? p.min < threshold
                            : false;
     };
-    bool out_of_reach;
-    if (!choice) {
-      out_of_reach = by == "mean" ? st.mean * double(n) + double(of - n) < threshold * double(of)
-                     : by == "all" ? st.min < threshold
-                                   : false;
-    } else {
-      const auto values_there = by_value.find(key);
-      out_of_reach = values_there != by_value.end() &&
-                     std::all_of(values_there->second.begin(), values_there->second.end(),
-                                 [&](const auto& value) { return short_of(value.second); });
-    }
+    const auto values_there = by_value.find(key);
+    const bool out_of_reach =
+        !choice ? short_of({st.mean * double(st.n), st.min, st.n})
+                : values_there != by_value.end() &&
+                      std::all_of(values_there->second.begin(), values_there->second.end(),
+                                  [&](const auto& value) { return short_of(value.second); });
     d = {v >= threshold && (all_in || by == "any") ? MinDepth::Kind::passed
          : all_in || out_of_reach                  ? MinDepth::Kind::none
                                                    : MinDepth::Kind::undecided,
