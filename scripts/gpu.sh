@@ -40,13 +40,15 @@ BUILD=${BUILD_DIR:-build-gpu}
 LOG_DIR=${LOG_DIR:-$BUILD/logs}
 mkdir -p "$LOG_DIR" results/bench
 export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-# A copy of the tree without git metadata (a lent GPU machine) takes its commit from the stamp
-# scripts/carry.sh wrote beside it, when the sources are the stamped ones (a PB_COMMIT set by hand
-# must agree with it); without a matching stamp, from PB_COMMIT as before.
-if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+# The commit the build stamps into its runs: the one scripts/carry.sh stamped (.carry/sources)
+# when these are the stamped sources, whatever git says, since a copy of the tree on a lent GPU
+# machine may have no git metadata, or metadata older than its files (then git reads the code as
+# an older commit "-dirty"); a PB_COMMIT set by hand must agree with the stamp. Without a matching
+# stamp, PB_COMMIT or git (cmake/git_commit.cmake).
+if [[ -f .carry/sources ]]; then
   rc=0
-  stamped=$(scripts/carry.sh commit) || rc=$?
-  ((rc != 2)) || exit 2
+  stamped=$(scripts/carry.sh commit 2>"$LOG_DIR/stamp.txt") || rc=$?
+  ((rc != 2)) || { cat "$LOG_DIR/stamp.txt" >&2; exit 2; }
   ((rc != 0)) || export PB_COMMIT=$stamped
 fi
 
