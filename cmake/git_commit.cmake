@@ -1,5 +1,5 @@
-# Writes OUT (a header defining PATHBENCH_GIT_COMMIT) from the checkout at SRC, at every build,
-# touching the file only when the commit (or its "-dirty" mark) changed. The environment's
+# Writes OUT (a header defining PATHBENCH_GIT_COMMIT) from the checkout at SRC, and SOURCES_OUT
+# (the sources' digest, below), at every build, touching each file only when its content changed. The environment's
 # PB_COMMIT, when set, is taken instead: a copy of the tree on a GPU machine may carry stale git
 # metadata (scripts/gpu.sh and docs/gpu.md set it). It must look like a commit (7-40 hex digits,
 # optionally "-dirty"): every run record is stamped with it.
@@ -22,10 +22,34 @@ else()
     endif()
   endif()
 endif()
-set(text "#define PATHBENCH_GIT_COMMIT \"${commit}\"\n")
-if(EXISTS ${OUT})
-  file(READ ${OUT} old)
-endif()
-if(NOT "${old}" STREQUAL "${text}")
-  file(WRITE ${OUT} "${text}")
-endif()
+# Writes TEXT into FILE unless FILE holds it already, so that what includes or compiles FILE is
+# rebuilt only when its content changes.
+function(write_if_changed file text)
+  if(EXISTS ${file})
+    file(READ ${file} old)
+  endif()
+  if(NOT "${old}" STREQUAL "${text}")
+    file(WRITE ${file} "${text}")
+  endif()
+endfunction()
+write_if_changed(${OUT} "#define PATHBENCH_GIT_COMMIT \"${commit}\"\n")
+
+# The digest of the sources, the same as `scripts/carry.sh digest` (tests/CMakeLists.txt checks it):
+# sha256 of the lines "SHA256  PATH" (sha256sum's format) of every file of CMakeLists.txt, cmake/,
+# core/, kernels/, models/, runners/ and tasks/, sorted by path in byte order; its first 32 hex
+# digits. Defined in SOURCES_OUT (pb::kSourcesDigest, runners/build_info.h), a file of its own, so
+# that a changed source recompiles one line, not the files that print the commit.
+set(files CMakeLists.txt)
+foreach(dir cmake core kernels models runners tasks)
+  file(GLOB_RECURSE found LIST_DIRECTORIES false RELATIVE ${SRC} ${SRC}/${dir}/*)
+  list(APPEND files ${found})
+endforeach()
+list(SORT files)
+set(lines "")
+foreach(f IN LISTS files)
+  file(SHA256 ${SRC}/${f} h)
+  string(APPEND lines "${h}  ${f}\n")
+endforeach()
+string(SHA256 digest "${lines}")
+string(SUBSTRING ${digest} 0 32 digest)
+write_if_changed(${SOURCES_OUT} "namespace pb {\nextern const char kSourcesDigest[];\nconst char kSourcesDigest[] = \"${digest}\";\n}  // namespace pb\n")

@@ -7,6 +7,7 @@
 #include "core/io.h"
 #include "git_commit.h"
 #include "models/position/position_encoding.h"
+#include "runners/build_info.h"
 #include "runners/commands.h"
 #include "runners/convert.h"
 
@@ -52,6 +53,7 @@ void add_convert_command(CLI::App& app) {
     config["out"] = o->out;
     const nlohmann::json meta = {{"pathbench_version", PATHBENCH_VERSION},
                                  {"commit", PATHBENCH_GIT_COMMIT},
+                                 {"sources", std::string(kSourcesDigest)},
                                  {"converted_from",
                                   {{"dir", o->run},
                                    {"run_id", src.config_json.value("run_id", "")},

@@ -18,6 +18,7 @@
 #include "git_commit.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "runners/build_info.h"
 #include "runners/commands.h"
 
 namespace {
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
   install_signal_handlers();
   CLI::App app{"pathbench: position encodings on synthetic reasoning tasks", "pathbench"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "pathbench " PATHBENCH_VERSION " (" PATHBENCH_GIT_COMMIT ")");
+  app.set_version_flag("--version", std::string("pathbench " PATHBENCH_VERSION " (" PATHBENCH_GIT_COMMIT ", sources ") +
+                                       pb::kSourcesDigest + ")");
   pb::add_list_command(app);
   pb::add_gen_command(app);
   pb::add_train_command(app);

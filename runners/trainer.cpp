@@ -19,6 +19,7 @@
 #include "core/safetensors.h"
 #include "core/slow_call.h"
 #include "git_commit.h"
+#include "runners/build_info.h"
 #include "runners/convert.h"
 #include "runners/data_parallel.h"
 #include "runners/progress.h"
@@ -110,6 +111,7 @@ nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  /
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
+          {"sources", std::string(kSourcesDigest)},  // runners/build_info.h
           {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(cuda_current_device()) : ""},
           {"precision", cfg.precision},  // "fp32" on the CPU: select_device() refuses anything else
           {"threads", omp_get_max_threads()}, {"hostname", host},

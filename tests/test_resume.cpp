@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "core/io.h"
+#include "runners/build_info.h"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::Contains;
@@ -104,6 +105,7 @@ TEST_CASE("resume: a run stopped after a checkpoint and resumed ends bit-identic
   // Without --resume an interrupted run starts again from step 0.
   REQUIRE(run_pathbench(fmt::format("{} --out {}", kRun, again.string())).code == 0);
   CHECK_FALSE(read_json(again / "meta.json").contains("resumed_from_step"));
+  CHECK(read_json(again / "meta.json").value("sources", "") == pb::kSourcesDigest);  // the code it ran
   check_same_run(again, ref);
   fs::remove(bare / "resume.safetensors");
   check_error(run_pathbench(fmt::format("{} --out {} --resume", kRun, bare.string())), "has no checkpoint");
