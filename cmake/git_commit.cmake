@@ -1,8 +1,8 @@
 # Writes OUT (a header defining PATHBENCH_GIT_COMMIT) from the checkout at SRC, and SOURCES_OUT
-# (the sources' digest, below), at every build, touching each file only when its content changed. The environment's
-# PB_COMMIT, when set, is taken instead: a copy of the tree on a GPU machine may carry stale git
-# metadata (scripts/gpu.sh and docs/gpu.md set it). It must look like a commit (7-40 hex digits,
-# optionally "-dirty"): every run record is stamped with it.
+# (the sources' digest, below), at every build, touching each file only when its content changed.
+# The environment's PB_COMMIT, when set, is taken instead of git's commit: a copy of the tree on a
+# GPU machine may carry no or stale git metadata (scripts/gpu.sh and docs/gpu.md set it). It must
+# look like a commit (7-40 hex digits, optionally "-dirty"): every run record is stamped with it.
 if(DEFINED ENV{PB_COMMIT})
   set(commit "$ENV{PB_COMMIT}")
   string(REGEX REPLACE "-dirty$" "" hex "${commit}")

@@ -13,10 +13,10 @@
 #                               otherwise (the caller builds instead)
 #   scripts/carry.sh stamp      writes .carry/sources: the digest of the sources and HEAD's commit
 #                               (build writes it too); refuses sources that differ from HEAD
-#   scripts/carry.sh commit     on the GPU machine, whose copy of the tree has no git metadata:
-#                               prints the stamped commit when the sources here have its digest,
-#                               exits 1 otherwise, and 2 when PB_COMMIT is set and names another
-#                               commit. scripts/gpu.sh builds with it as PB_COMMIT, so a binary
+#   scripts/carry.sh commit     on the GPU machine, whose copy of the tree may have no or older
+#                               git metadata: prints the stamped commit when the sources here
+#                               have its digest, exits 1 otherwise, and 2 when PB_COMMIT is set
+#                               and names another commit. scripts/gpu.sh builds with it as PB_COMMIT, so a binary
 #                               built there is stamped with its code's commit, not a hand-typed one
 #   scripts/carry.sh digest     prints the digest of the sources
 # The digest covers every file the CLI is built from (CMakeLists.txt, cmake/, core/, kernels/,
