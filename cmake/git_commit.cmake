@@ -34,22 +34,12 @@ function(write_if_changed file text)
 endfunction()
 write_if_changed(${OUT} "#define PATHBENCH_GIT_COMMIT \"${commit}\"\n")
 
-# The digest of the sources, the same as `scripts/carry.sh digest` (tests/CMakeLists.txt checks it):
-# sha256 of the lines "SHA256  PATH" (sha256sum's format) of every file of CMakeLists.txt, cmake/,
-# core/, kernels/, models/, runners/ and tasks/, sorted by path in byte order; its first 32 hex
-# digits. Defined in SOURCES_OUT (pb::kSourcesDigest, runners/build_info.h), a file of its own, so
-# that a changed source recompiles one line, not the files that print the commit.
-set(files CMakeLists.txt)
-foreach(dir cmake core kernels models runners tasks)
-  file(GLOB_RECURSE found LIST_DIRECTORIES false RELATIVE ${SRC} ${SRC}/${dir}/*)
-  list(APPEND files ${found})
-endforeach()
-list(SORT files)
-set(lines "")
-foreach(f IN LISTS files)
-  file(SHA256 ${SRC}/${f} h)
-  string(APPEND lines "${h}  ${f}\n")
-endforeach()
-string(SHA256 digest "${lines}")
-string(SUBSTRING ${digest} 0 32 digest)
+# The digest of the sources, `scripts/carry.sh digest` (the one definition of which files count),
+# into SOURCES_OUT (pb::kSourcesDigest, runners/build_info.h): a file of its own, so that a changed
+# source recompiles one line, not the files that print the commit.
+execute_process(COMMAND bash ${SRC}/scripts/carry.sh digest OUTPUT_VARIABLE digest
+                OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR NOT digest MATCHES "^[0-9a-f]+$")
+  message(FATAL_ERROR "scripts/carry.sh digest failed (exit ${rc}, printed '${digest}'): the build records it in every run")
+endif()
 write_if_changed(${SOURCES_OUT} "namespace pb {\nextern const char kSourcesDigest[];\nconst char kSourcesDigest[] = \"${digest}\";\n}  // namespace pb\n")
