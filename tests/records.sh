@@ -7,7 +7,7 @@
 # pending in both keeps its local files, and a run only here or only in the pack is kept or added;
 # the sweep's own files (grid.json, sweep.toml) come from the pack where it has the newer one.
 # Before these rules an unpack on a machine whose sweep had gone on overwrote finished runs' logs
-# with their older, partial ones (results/paper-mqrar/README.md).
+# with their older, partial ones (results/paper-mqrar/logs/README.md).
 # Usage: tests/records.sh (from the source tree's root; works in a temporary copy).
 set -euo pipefail
 src=$PWD
