@@ -5,7 +5,6 @@
 #include <filesystem>
 
 #include "core/io.h"
-#include "git_commit.h"
 #include "models/position/position_encoding.h"
 #include "runners/build_info.h"
 #include "runners/commands.h"
@@ -51,17 +50,15 @@ void add_convert_command(CLI::App& app) {
     config["pe"] = cfg.pe;
     config.erase("run_id");  // no run trained these weights in this encoding
     config["out"] = o->out;
-    const nlohmann::json meta = {{"pathbench_version", PATHBENCH_VERSION},
-                                 {"commit", PATHBENCH_GIT_COMMIT},
-                                 {"sources", std::string(kSourcesDigest)},
-                                 {"converted_from",
-                                  {{"dir", o->run},
-                                   {"run_id", src.config_json.value("run_id", "")},
-                                   {"pe", old_pe},
-                                   {"xxh3_64", src.checksum}}},
-                                 {"copied", c.copied},
-                                 {"initialised", c.initialised},
-                                 {"dropped", c.dropped}};
+    nlohmann::json meta = build_stamp();
+    meta.update({{"converted_from",
+                  {{"dir", o->run},
+                   {"run_id", src.config_json.value("run_id", "")},
+                   {"pe", old_pe},
+                   {"xxh3_64", src.checksum}}},
+                 {"copied", c.copied},
+                 {"initialised", c.initialised},
+                 {"dropped", c.dropped}});
     write_safetensors(o->out + "/" + kModelFile, c.tensors, {{"format", "pathbench"}});
     write_file_atomic(o->out + "/config.json", config.dump(2) + "\n");
     write_file_atomic(o->out + "/meta.json", meta.dump(2) + "\n");

@@ -18,7 +18,6 @@
 #include "core/io.h"
 #include "core/safetensors.h"
 #include "core/slow_call.h"
-#include "git_commit.h"
 #include "runners/build_info.h"
 #include "runners/convert.h"
 #include "runners/data_parallel.h"
@@ -110,13 +109,13 @@ std::string new_attempt_id() {
 nlohmann::json meta_json(const TrainConfig& cfg, const std::string& device) {  // of the lead process
   char host[256] = "";
   gethostname(host, sizeof host - 1);
-  return {{"pathbench_version", PATHBENCH_VERSION}, {"commit", PATHBENCH_GIT_COMMIT},
-          {"sources", std::string(kSourcesDigest)},  // runners/build_info.h
-          {"device", device},   {"gpu_name", device == "cuda" ? cuda_device_name(cuda_current_device()) : ""},
-          {"precision", cfg.precision},  // "fp32" on the CPU: select_device() refuses anything else
-          {"threads", omp_get_max_threads()}, {"hostname", host},
-          {"gpus", cfg.gpus},  {"world_size", world_size(cfg)},
-          {"start_time", now_iso()}};
+  nlohmann::json meta = build_stamp();
+  meta.update({{"device", device}, {"gpu_name", device == "cuda" ? cuda_device_name(cuda_current_device()) : ""},
+               {"precision", cfg.precision},  // "fp32" on the CPU: select_device() refuses anything else
+               {"threads", omp_get_max_threads()}, {"hostname", host},
+               {"gpus", cfg.gpus}, {"world_size", world_size(cfg)},
+               {"start_time", now_iso()}});
+  return meta;
 }
 
 // Early stopping (TrainConfig::stop_at, patience, patience_on), fed the periodic evaluations.
